@@ -1,0 +1,8 @@
+"""The Transformer's building blocks, one public layer per module."""
+
+from keras_transformer.layers.decoder_block import DecoderBlock
+from keras_transformer.layers.encoder_block import EncoderBlock
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.token_embedding import TokenEmbedding

@@ -1,0 +1,212 @@
+"""One decoder layer (paper section 3.1)."""
+
+import keras
+
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.sublayer import sublayer_input, sublayer_output
+from keras_transformer.validation import check_positive_int, check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderBlock(keras.layers.Layer):
+    """Masked self-attention, encoder-decoder attention, feed-forward.
+
+    Section 3.1: the decoder layer adds a third sub-layer between the two of
+    the encoder layer, attention whose queries come from the decoder and
+    whose keys and values are the encoder output. Its self-attention is
+    causal: position `i` sees only positions `<= i` (the block makes this
+    mask itself). Each sub-layer is `LayerNorm(x + Dropout(Sublayer(x)))`
+    (post-norm, default) or pre-norm with `norm_first=True`.
+
+    Mask contract: `decoder_padding_mask` bool `(batch, tgt_len)` and
+    `encoder_padding_mask` bool `(batch, src_len)`, True = real token. They
+    are ANDed with the causal mask; padded keys are never attended to.
+
+    Incremental decoding: pass `self_attention_cache=(k, v)` (each
+    `(batch, max_len, heads, head_dim)`), `cache_index` (where the new
+    tokens go) and `cross_attention_cache` (from
+    `self.cross_attention.compute_cache(encoder_sequence)`); the block
+    then also returns the updated self-attention cache.
+
+    Args:
+        num_heads: int, `h`.
+        key_dim: int, `d_k`.
+        d_ff: int, the feed-forward inner width.
+        value_dim: int, `d_v`. Defaults to `key_dim`.
+        dropout_rate: float in `[0, 1)`, `P_drop` on every sub-layer output.
+        norm_first: bool, pre-norm instead of the paper's post-norm.
+        layer_norm_epsilon: float, added to the LayerNorm variance.
+        attention_dropout: float in `[0, 1)`, dropout on attention weights.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        decoder_sequence: `(batch, tgt_len, d_model)`.
+        encoder_sequence: `(batch, src_len, d_model)`; may be None when
+            `cross_attention_cache` is given.
+        decoder_padding_mask, encoder_padding_mask: see the mask contract.
+        self_attention_cache, cross_attention_cache, cache_index: see
+            incremental decoding.
+        return_attention_scores: bool, also return
+            `(self_weights, cross_weights)`, each
+            `(batch, heads, tgt_len, k_len)`.
+        training: bool.
+
+    Returns:
+        `(batch, tgt_len, d_model)`; then the pair of attention weights if
+        requested; then the updated self-attention cache if one was given.
+
+    Example:
+    >>> block = DecoderBlock(num_heads=8, key_dim=64, d_ff=2048)
+    >>> block(keras.ops.ones((2, 5, 512)), keras.ops.ones((2, 7, 512))).shape
+    (2, 5, 512)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        d_ff,
+        value_dim=None,
+        dropout_rate=0.1,
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        attention_dropout=0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
+        check_positive_int("d_ff", d_ff)
+        check_rate("dropout_rate", dropout_rate)
+        check_rate("attention_dropout", attention_dropout)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.d_ff = d_ff
+        self.dropout_rate = dropout_rate
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_dropout = attention_dropout
+
+    def _norm(self, name, shape):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
+        )
+        norm.build(shape)
+        return norm
+
+    def _attention(self, name, query_shape, value_shape):
+        attention = MultiHeadAttention(
+            self.num_heads, self.key_dim, self.value_dim,
+            dropout=self.attention_dropout, name=name, dtype=self.dtype_policy,
+        )
+        attention.build(query_shape, value_shape)
+        return attention
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        encoder_sequence_shape = encoder_sequence_shape or decoder_sequence_shape
+        self.self_attention = self._attention(
+            "self_attention", decoder_sequence_shape, decoder_sequence_shape
+        )
+        self.self_attention_norm = self._norm(
+            "self_attention_norm", decoder_sequence_shape
+        )
+        self.cross_attention = self._attention(
+            "cross_attention", decoder_sequence_shape, encoder_sequence_shape
+        )
+        self.cross_attention_norm = self._norm(
+            "cross_attention_norm", decoder_sequence_shape
+        )
+        self.feed_forward = FeedForward(
+            self.d_ff, name="feed_forward", dtype=self.dtype_policy
+        )
+        self.feed_forward.build(decoder_sequence_shape)
+        self.feed_forward_norm = self._norm(
+            "feed_forward_norm", decoder_sequence_shape
+        )
+        self.dropout = keras.layers.Dropout(
+            self.dropout_rate, dtype=self.dtype_policy
+        )
+        self.built = True
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        x = decoder_sequence  # (batch, tgt_len, d_model)
+
+        # Masked (causal) self-attention.
+        h = sublayer_input(x, self.self_attention_norm, self.norm_first)
+        outputs = self.self_attention(
+            h, h, padding_mask=decoder_padding_mask, use_causal_mask=True,
+            return_attention_scores=return_attention_scores,
+            cache=self_attention_cache, cache_index=cache_index,
+            training=training,
+        )
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        attended = outputs[0]
+        self_weights = outputs[1] if return_attention_scores else None
+        new_cache = outputs[-1] if self_attention_cache is not None else None
+        x = sublayer_output(
+            x, attended, self.self_attention_norm, self.dropout,
+            self.norm_first, training,
+        )
+
+        # Encoder-decoder attention: queries from x, keys/values from the
+        # encoder output (or its precomputed projections).
+        h = sublayer_input(x, self.cross_attention_norm, self.norm_first)
+        outputs = self.cross_attention(
+            h, encoder_sequence, padding_mask=encoder_padding_mask,
+            return_attention_scores=return_attention_scores,
+            cache=cross_attention_cache, training=training,
+        )
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        cross_weights = outputs[1] if return_attention_scores else None
+        x = sublayer_output(
+            x, outputs[0], self.cross_attention_norm, self.dropout,
+            self.norm_first, training,
+        )
+
+        # Position-wise feed-forward.
+        h = sublayer_input(x, self.feed_forward_norm, self.norm_first)
+        x = sublayer_output(
+            x, self.feed_forward(h), self.feed_forward_norm, self.dropout,
+            self.norm_first, training,
+        )
+
+        results = (x,)
+        if return_attention_scores:
+            results += ((self_weights, cross_weights),)
+        if new_cache is not None:
+            results += (new_cache,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_shape(
+        self, decoder_sequence_shape, encoder_sequence_shape=None
+    ):
+        return decoder_sequence_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "d_ff": self.d_ff,
+                "dropout_rate": self.dropout_rate,
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_dropout": self.attention_dropout,
+            }
+        )
+        return config

@@ -1,0 +1,66 @@
+"""Position-wise feed-forward network (paper section 3.3)."""
+
+import keras
+
+from keras_transformer.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class FeedForward(keras.layers.Layer):
+    """`FFN(x) = max(0, x W1 + b1) W2 + b2`, applied at every position.
+
+    Section 3.3, equation (2): two linear maps with a ReLU between them;
+    the inner width is `d_ff` (2048 in the base model) and the output width
+    is the input's (`d_model`).
+
+    Args:
+        d_ff: int, the inner width.
+        activation: the activation between the two maps, "relu" as in the
+            paper.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        inputs: `(batch, seq, d_model)`.
+
+    Returns:
+        `(batch, seq, d_model)`.
+
+    Example:
+    >>> FeedForward(d_ff=2048)(keras.ops.ones((2, 5, 512))).shape
+    (2, 5, 512)
+    """
+
+    def __init__(self, d_ff, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        check_positive_int("d_ff", d_ff)
+        self.d_ff = d_ff
+        self.activation = keras.activations.get(activation)
+
+    def build(self, inputs_shape):
+        d_model = inputs_shape[-1]
+        self.inner_dense = keras.layers.Dense(
+            self.d_ff, activation=self.activation, name="inner",
+            dtype=self.dtype_policy,
+        )  # W1, b1
+        self.inner_dense.build(inputs_shape)
+        self.output_dense = keras.layers.Dense(
+            d_model, name="output", dtype=self.dtype_policy
+        )  # W2, b2
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.d_ff,))
+        self.built = True
+
+    def call(self, inputs):
+        return self.output_dense(self.inner_dense(inputs))
+
+    def compute_output_shape(self, inputs_shape):
+        return inputs_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "d_ff": self.d_ff,
+                "activation": keras.activations.serialize(self.activation),
+            }
+        )
+        return config

@@ -1,0 +1,255 @@
+"""Multi-head scaled dot-product attention (paper section 3.2)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.validation import check_positive_int, check_rate
+
+# Added to the scores of masked positions. Finite and far below any real
+# score, and representable in float16 (max 65504) and bfloat16.
+MASK_VALUE = -3.0e4
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention, `softmax(Q K^T / sqrt(d_k)) V` over `h` heads.
+
+    Implements section 3.2 of "Attention Is All You Need": the query, key and
+    value are projected `h` times with learned matrices `W^Q_i` (to `d_k`),
+    `W^K_i` (to `d_k`) and `W^V_i` (to `d_v`), scaled dot-product attention is
+    applied to each head, and the concatenated heads are projected by `W^O`
+    back to the query's width. All four projections have biases.
+
+    Mask contract (shared by every layer of this package):
+    - `padding_mask`: bool `(batch, k_len)`, True = real key token.
+    - `attention_mask`: bool `(batch, q_len, k_len)`, True = may attend.
+    - `use_causal_mask=True`: query position `i` attends to keys `<= i`.
+    The masks combine with AND. A query row whose keys are all masked attends
+    uniformly to all keys instead of producing NaN (in every float dtype).
+
+    Incremental decoding uses `cache=(key_cache, value_cache)`, each
+    `(batch, cache_len, heads, head_dim)`:
+    - with `cache_index` (a scalar int): self-attention. The keys and values
+      of `value` (the new tokens, which sit at `cache_index`) are written into
+      the cache, and the queries attend to cache positions
+      `<= cache_index + i`. The call returns `(output, new_cache)`.
+    - without `cache_index`: the cache holds precomputed keys and values (the
+      encoder's, for cross-attention, see `compute_cache`); `value` and `key`
+      are ignored and the call returns `(output, cache)`.
+
+    Args:
+        num_heads: int, the number of heads `h`.
+        key_dim: int, `d_k`, the width of each query and key head.
+        value_dim: int, `d_v`, the width of each value head. Defaults to
+            `key_dim`.
+        output_dim: int, the width of the output. Defaults to the width of
+            the query.
+        dropout: float in `[0, 1)`, dropout on the attention weights. The
+            paper uses none (0.0, the default); any other value disables the
+            fused kernel during training.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        query: `(batch, q_len, d_query)`.
+        value: `(batch, k_len, d_value)`. Defaults to `query`.
+        key: `(batch, k_len, d_key)`. Defaults to `value`.
+        padding_mask, attention_mask, use_causal_mask: see the mask contract.
+        return_attention_scores: bool, also return the attention weights
+            `(batch, heads, q_len, k_len)`.
+        cache, cache_index: see incremental decoding above.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `output` `(batch, q_len, output_dim)`; followed by the attention
+        weights if `return_attention_scores`, then by the cache if `cache`
+        was given.
+
+    Example:
+    >>> mha = MultiHeadAttention(num_heads=8, key_dim=64)
+    >>> x = keras.random.normal((2, 10, 512))
+    >>> mha(x, x, use_causal_mask=True).shape
+    (2, 10, 512)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            check_positive_int("value_dim", value_dim)
+        if output_dim is not None:
+            check_positive_int("output_dim", output_dim)
+        check_rate("dropout", dropout)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self._value_dim = value_dim or key_dim
+        self.supports_masking = False
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        value_shape = value_shape or query_shape
+        key_shape = key_shape or value_shape
+        d_query, d_key, d_value = query_shape[-1], key_shape[-1], value_shape[-1]
+        h, d_k, d_v = self.num_heads, self.key_dim, self._value_dim
+        d_out = self.output_dim or d_query
+
+        def dense(name, d_in, d_o):
+            layer = keras.layers.Dense(d_o, name=name, dtype=self.dtype_policy)
+            layer.build((None, d_in))
+            return layer
+
+        self.query_dense = dense("query", d_query, h * d_k)  # W^Q
+        self.key_dense = dense("key", d_key, h * d_k)  # W^K
+        self.value_dense = dense("value", d_value, h * d_v)  # W^V
+        self.output_dense = dense("attention_output", h * d_v, d_out)  # W^O
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy
+        )
+        self.built = True
+
+    def _split_heads(self, x, head_dim):
+        # (batch, len, heads * head_dim) --> (batch, len, heads, head_dim)
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, length, self.num_heads, head_dim))
+
+    def compute_cache(self, value, key=None):
+        """Projects keys and values once, for attention over a fixed memory.
+
+        Args:
+            value: `(batch, k_len, d_value)`.
+            key: `(batch, k_len, d_key)`, defaults to `value`.
+
+        Returns:
+            `(key_cache, value_cache)`, `(batch, k_len, heads, d_k)` and
+            `(batch, k_len, heads, d_v)`.
+        """
+        key = value if key is None else key
+        k = self._split_heads(self.key_dense(key), self.key_dim)
+        v = self._split_heads(self.value_dense(value), self._value_dim)
+        return k, v
+
+    def _build_mask(
+        self, q_len, k_len, padding_mask, attention_mask, use_causal_mask,
+        query_offset,
+    ):
+        """Combines the masks into bool `(batch or 1, 1, q_len, k_len)`."""
+        mask = None
+        if padding_mask is not None:
+            # (batch, k_len) --> (batch, 1, 1, k_len)
+            mask = ops.cast(padding_mask, "bool")[:, None, None, :]
+        if attention_mask is not None:
+            # (batch, q_len, k_len) --> (batch, 1, q_len, k_len)
+            explicit = ops.cast(attention_mask, "bool")[:, None, :, :]
+            mask = explicit if mask is None else ops.logical_and(mask, explicit)
+        if use_causal_mask:
+            # Query i (absolute position query_offset + i) sees keys <= it.
+            q_pos = ops.arange(q_len, dtype="int32")[:, None] + query_offset
+            k_pos = ops.arange(k_len, dtype="int32")[None, :]
+            causal = ops.greater_equal(q_pos, k_pos)[None, None, :, :]
+            mask = causal if mask is None else ops.logical_and(mask, causal)
+        if mask is None:
+            return None
+        # A row with no visible key would be NaN after the softmax: let it
+        # see every key instead (uniform weights).
+        empty_row = ops.logical_not(ops.any(mask, axis=-1, keepdims=True))
+        return ops.logical_or(mask, empty_row)
+
+    def _attend(self, q, k, v, mask, return_attention_scores, training):
+        """Scaled dot-product attention (equation 1).
+
+        q: (batch, q_len, heads, d_k); k: (batch, k_len, heads, d_k);
+        v: (batch, k_len, heads, d_v); mask: bool (batch|1, 1, q_len, k_len).
+        Returns (batch, q_len, heads, d_v) and the weights or None.
+        """
+        scale = 1.0 / math.sqrt(self.key_dim)
+        use_dropout = training and self.dropout > 0.0
+        if not return_attention_scores and not use_dropout:
+            # The fused kernel where the backend has one.
+            out = ops.dot_product_attention(q, k, v, mask=mask, scale=scale)
+            return out, None
+        # (batch, heads, q_len, k_len)
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k) * ops.cast(scale, q.dtype)
+        scores = ops.cast(scores, "float32")
+        if mask is not None:
+            scores = ops.where(mask, scores, MASK_VALUE)
+        weights = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
+        dropped = self.dropout_layer(weights, training=training)
+        out = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
+        return out, weights
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        padding_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        cache=None,
+        cache_index=None,
+        training=None,
+    ):
+        value = query if value is None else value
+        q = self._split_heads(self.query_dense(query), self.key_dim)
+        query_offset = 0
+        if cache is not None and cache_index is None:
+            k, v = cache  # precomputed memory (cross-attention)
+        else:
+            k, v = self.compute_cache(value, key)
+            if cache is not None:
+                # Write the new keys/values at cache_index, in place.
+                # (batch, cache_len, heads, head_dim)
+                start = [0, cache_index, 0, 0]
+                k = ops.slice_update(cache[0], start, ops.cast(k, cache[0].dtype))
+                v = ops.slice_update(cache[1], start, ops.cast(v, cache[1].dtype))
+                query_offset = cache_index
+                # Only positions < cache_index + q_len hold real entries; the
+                # causal mask with this offset hides the rest.
+                use_causal_mask = True
+        q_len, k_len = ops.shape(q)[1], ops.shape(k)[1]
+        mask = self._build_mask(
+            q_len, k_len, padding_mask, attention_mask, use_causal_mask,
+            query_offset,
+        )
+        out, weights = self._attend(
+            q, k, v, mask, return_attention_scores, training
+        )
+        # (batch, q_len, heads, d_v) --> (batch, q_len, heads * d_v)
+        batch = ops.shape(out)[0]
+        out = ops.reshape(out, (batch, q_len, self.num_heads * self._value_dim))
+        out = self.output_dense(out)  # (batch, q_len, output_dim)
+        results = (out,)
+        if return_attention_scores:
+            results += (weights,)
+        if cache is not None:
+            results += ((k, v),)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None):
+        return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+            }
+        )
+        return config

@@ -1,0 +1,3 @@
+from keras_transformer.losses.label_smoothed_cross_entropy import (
+    LabelSmoothedCrossEntropy,
+)

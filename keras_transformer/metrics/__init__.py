@@ -1,0 +1,1 @@
+from keras_transformer.metrics.masked_accuracy import MaskedAccuracy

@@ -1,0 +1,2 @@
+from keras_transformer.models.presets import PRESETS
+from keras_transformer.models.transformer import Transformer

@@ -1,0 +1,90 @@
+"""The paper's model configurations in one place (Table 3).
+
+Each preset holds the `Transformer` constructor arguments (`config`), the
+training label smoothing `epsilon_ls` it was trained with, and, for the
+paper's rows, the figures Table 3 reports (`ppl` and `bleu` on newstest2013,
+`params_millions` as printed). Table 3's blank cells mean "as base"; every
+row below spells out only what differs from base.
+
+`tiny` and `small` are not from the paper: they are sized for tests and for
+training on a laptop CPU.
+"""
+
+_BASE = dict(
+    vocabulary_size=37000,  # the shared BPE vocabulary of section 5.1
+    num_layers=6,  # N
+    d_model=512,
+    num_heads=8,  # h
+    d_ff=2048,
+    key_dim=64,  # d_k = d_model / h
+    value_dim=64,  # d_v
+    dropout_rate=0.1,  # P_drop
+    max_length=512,
+)
+
+
+def _row(description, ppl, bleu, params_millions=None, epsilon_ls=0.1, **changes):
+    return {
+        "description": description,
+        "config": {**_BASE, **changes},
+        "epsilon_ls": epsilon_ls,
+        "paper": {"ppl": ppl, "bleu": bleu, "params_millions": params_millions},
+    }
+
+
+PRESETS = {
+    "tiny": {
+        "description": "2 layers, d_model 64: for tests and quick CPU demos.",
+        "config": dict(
+            vocabulary_size=8000, num_layers=2, d_model=64, num_heads=4,
+            d_ff=256, key_dim=16, value_dim=16, dropout_rate=0.1,
+            max_length=256,
+        ),
+        "epsilon_ls": 0.1,
+        "paper": None,
+    },
+    "small": {
+        "description": "3 layers, d_model 256: a translator trained on a CPU.",
+        "config": dict(
+            vocabulary_size=8000, num_layers=3, d_model=256, num_heads=4,
+            d_ff=1024, key_dim=64, value_dim=64, dropout_rate=0.1,
+            max_length=256,
+        ),
+        "epsilon_ls": 0.1,
+        "paper": None,
+    },
+    "base": _row("Transformer (base), Table 3 first row.", 4.92, 25.8, 65),
+    # (A) number of heads, keeping the amount of computation constant.
+    "A1": _row("Table 3 (A): h=1, d_k=d_v=512.", 5.29, 24.9,
+               num_heads=1, key_dim=512, value_dim=512),
+    "A2": _row("Table 3 (A): h=4, d_k=d_v=128.", 5.00, 25.5,
+               num_heads=4, key_dim=128, value_dim=128),
+    "A3": _row("Table 3 (A): h=16, d_k=d_v=32.", 4.91, 25.8,
+               num_heads=16, key_dim=32, value_dim=32),
+    "A4": _row("Table 3 (A): h=32, d_k=d_v=16.", 5.01, 25.4,
+               num_heads=32, key_dim=16, value_dim=16),
+    # (B) smaller attention key size, d_v stays 64.
+    "B1": _row("Table 3 (B): d_k=16.", 5.16, 25.1, 58, key_dim=16),
+    "B2": _row("Table 3 (B): d_k=32.", 5.01, 25.4, 60, key_dim=32),
+    # (C) model size.
+    "C1": _row("Table 3 (C): N=2.", 6.11, 23.7, 36, num_layers=2),
+    "C2": _row("Table 3 (C): N=4.", 5.19, 25.3, 50, num_layers=4),
+    "C3": _row("Table 3 (C): N=8.", 4.88, 25.5, 80, num_layers=8),
+    "C4": _row("Table 3 (C): d_model=256, d_k=d_v=32.", 5.75, 24.5, 28,
+               d_model=256, key_dim=32, value_dim=32),
+    "C5": _row("Table 3 (C): d_model=1024, d_k=d_v=128.", 4.66, 26.0, 168,
+               d_model=1024, key_dim=128, value_dim=128),
+    "C6": _row("Table 3 (C): d_ff=1024.", 5.12, 25.4, 53, d_ff=1024),
+    "C7": _row("Table 3 (C): d_ff=4096.", 4.75, 26.2, 90, d_ff=4096),
+    # (D) dropout and label smoothing.
+    "D1": _row("Table 3 (D): P_drop=0.0.", 5.77, 24.6, dropout_rate=0.0),
+    "D2": _row("Table 3 (D): P_drop=0.2.", 4.95, 25.5, dropout_rate=0.2),
+    "D3": _row("Table 3 (D): epsilon_ls=0.0.", 4.67, 25.3, epsilon_ls=0.0),
+    "D4": _row("Table 3 (D): epsilon_ls=0.2.", 5.47, 25.7, epsilon_ls=0.2),
+    # (E) learned positional embedding instead of sinusoids.
+    "E": _row("Table 3 (E): learned positional embedding.", 4.92, 25.7,
+              learned_positions=True),
+    "big": _row("Transformer (big), Table 3 last row.", 4.33, 26.4, 213,
+                num_layers=6, d_model=1024, num_heads=16, d_ff=4096,
+                key_dim=64, value_dim=64, dropout_rate=0.3),
+}

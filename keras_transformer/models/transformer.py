@@ -1,0 +1,436 @@
+"""The encoder-decoder Transformer (paper section 3, Figure 1)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.decoder_block import DecoderBlock
+from keras_transformer.layers.encoder_block import EncoderBlock
+from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.token_embedding import TokenEmbedding
+from keras_transformer.models.presets import PRESETS
+from keras_transformer.validation import check_positive_int, check_rate
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The Transformer of "Attention Is All You Need", as a functional model.
+
+    Figure 1 of the paper: token embeddings times `sqrt(d_model)` plus
+    positional encodings (with dropout) feed a stack of `num_layers`
+    `EncoderBlock`s and a stack of `num_layers` `DecoderBlock`s; the decoder
+    output is projected to vocabulary logits by the transposed embedding
+    matrix (section 3.4). With a shared vocabulary (the default) one matrix
+    serves the source embedding, the target embedding and the pre-softmax
+    projection.
+
+    The model is a graph of the layers in `keras_transformer.layers`, so
+    `summary()`, `plot_model()` and `.keras` saving see every block; it is
+    rebuilt from its constructor arguments (`get_config`).
+
+    Mask contract: token id `pad_id` (0) is padding. Padded source tokens are
+    hidden from encoder self-attention and from encoder-decoder attention;
+    padded target tokens from decoder self-attention, which is also causal.
+    Logits at padded target positions are computed but meaningless: the loss
+    ignores them.
+
+    Args:
+        vocabulary_size: int, the (shared) vocabulary size; with
+            `target_vocabulary_size` set, the source vocabulary size.
+        num_layers: int, `N`, layers in each stack. Default 6.
+        d_model: int, the model width. Default 512.
+        num_heads: int, `h`. Default 8.
+        d_ff: int, the feed-forward inner width. Default 2048.
+        key_dim: int, `d_k`. Default `d_model // num_heads`.
+        value_dim: int, `d_v`. Default `key_dim`.
+        dropout_rate: float in `[0, 1)`, `P_drop`. Default 0.1.
+        max_length: int, the longest sequence of a learned positional
+            table, and the default decoding buffer. Default 512.
+        target_vocabulary_size: int or None. None (default) shares one
+            vocabulary and one embedding matrix between source and target;
+            an int gives the target its own vocabulary and embedding.
+        tie_embeddings: bool, use the target embedding matrix as the
+            pre-softmax projection (paper). False adds a separate
+            `(d_model, target vocabulary)` projection without bias.
+        norm_first: bool, pre-norm blocks (plus a final LayerNorm on each
+            stack) instead of the paper's post-norm.
+        learned_positions: bool, learned positional embeddings (Table 3
+            row E) instead of sinusoids.
+        attention_dropout: float in `[0, 1)`, dropout on attention weights
+            (0 in the paper).
+        layer_norm_epsilon: float. Default 1e-6.
+        pad_id: int, the padding token id. Default 0.
+        dtype: a dtype or `keras.DTypePolicy` (e.g. "mixed_bfloat16").
+        **kwargs: passed to `keras.Model` (e.g. `name`).
+
+    Inputs:
+        `{"encoder_token_ids": int (batch, src_len),
+          "decoder_token_ids": int (batch, tgt_len)}`.
+
+    Returns:
+        float32 logits `(batch, tgt_len, target vocabulary size)`.
+
+    Example:
+    >>> model = Transformer.from_preset("tiny", vocabulary_size=1000)
+    >>> logits = model({"encoder_token_ids": keras.ops.ones((2, 7), "int32"),
+    ...                 "decoder_token_ids": keras.ops.ones((2, 5), "int32")})
+    >>> logits.shape
+    (2, 5, 1000)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers=6,
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        key_dim=None,
+        value_dim=None,
+        dropout_rate=0.1,
+        max_length=512,
+        target_vocabulary_size=None,
+        tie_embeddings=True,
+        norm_first=False,
+        learned_positions=False,
+        attention_dropout=0.0,
+        layer_norm_epsilon=1e-6,
+        pad_id=0,
+        dtype=None,
+        **kwargs,
+    ):
+        for name, value in [
+            ("vocabulary_size", vocabulary_size),
+            ("num_layers", num_layers),
+            ("d_model", d_model),
+            ("num_heads", num_heads),
+            ("d_ff", d_ff),
+            ("max_length", max_length),
+        ]:
+            check_positive_int(name, value)
+        if key_dim is None:
+            if d_model % num_heads:
+                raise ValueError(
+                    "`d_model` must be divisible by `num_heads` (so that "
+                    "d_k = d_model / h), or pass `key_dim` explicitly. "
+                    f"Received: d_model={d_model}, num_heads={num_heads}"
+                )
+            key_dim = d_model // num_heads
+        check_positive_int("key_dim", key_dim)
+        value_dim = key_dim if value_dim is None else value_dim
+        check_positive_int("value_dim", value_dim)
+        if target_vocabulary_size is not None:
+            check_positive_int("target_vocabulary_size", target_vocabulary_size)
+        check_rate("dropout_rate", dropout_rate)
+        check_rate("attention_dropout", attention_dropout)
+
+        # === Layers ===
+        source_embedding = TokenEmbedding(
+            vocabulary_size, d_model, name="token_embedding", dtype=dtype
+        )
+        if target_vocabulary_size is None:
+            target_embedding = source_embedding
+        else:
+            target_embedding = TokenEmbedding(
+                target_vocabulary_size, d_model,
+                name="target_token_embedding", dtype=dtype,
+            )
+        output_projection = None
+        if not tie_embeddings:
+            output_projection = keras.layers.Dense(
+                target_vocabulary_size or vocabulary_size, use_bias=False,
+                name="output_projection", dtype=dtype,
+            )
+        encoder_positions = PositionalEncoding(
+            max_length, learned=learned_positions,
+            name="encoder_positional_encoding", dtype=dtype,
+        )
+        decoder_positions = PositionalEncoding(
+            max_length, learned=learned_positions,
+            name="decoder_positional_encoding", dtype=dtype,
+        )
+        embedding_dropout = keras.layers.Dropout(
+            dropout_rate, name="embedding_dropout", dtype=dtype
+        )
+        block_kwargs = dict(
+            num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
+            d_ff=d_ff, dropout_rate=dropout_rate, norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            attention_dropout=attention_dropout, dtype=dtype,
+        )
+        encoder_blocks = [
+            EncoderBlock(name=f"encoder_block_{i}", **block_kwargs)
+            for i in range(num_layers)
+        ]
+        decoder_blocks = [
+            DecoderBlock(name=f"decoder_block_{i}", **block_kwargs)
+            for i in range(num_layers)
+        ]
+        encoder_norm = decoder_norm = None
+        if norm_first:
+            encoder_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, name="encoder_norm", dtype=dtype
+            )
+            decoder_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, name="decoder_norm", dtype=dtype
+            )
+
+        # === Functional model ===
+        encoder_token_ids = keras.Input(
+            shape=(None,), dtype="int32", name="encoder_token_ids"
+        )
+        decoder_token_ids = keras.Input(
+            shape=(None,), dtype="int32", name="decoder_token_ids"
+        )
+        encoder_padding_mask = ops.not_equal(encoder_token_ids, pad_id)
+        decoder_padding_mask = ops.not_equal(decoder_token_ids, pad_id)
+
+        x = embedding_dropout(encoder_positions(source_embedding(encoder_token_ids)))
+        for block in encoder_blocks:
+            x = block(x, padding_mask=encoder_padding_mask)
+        encoder_output = encoder_norm(x) if norm_first else x
+
+        y = embedding_dropout(decoder_positions(target_embedding(decoder_token_ids)))
+        for block in decoder_blocks:
+            y = block(
+                y, encoder_output, decoder_padding_mask=decoder_padding_mask,
+                encoder_padding_mask=encoder_padding_mask,
+            )
+        if norm_first:
+            y = decoder_norm(y)
+        if tie_embeddings:
+            logits = target_embedding(y, reverse=True)
+        else:
+            logits = output_projection(y)
+        logits = ops.cast(logits, "float32")  # (batch, tgt_len, vocab)
+
+        super().__init__(
+            inputs={
+                "encoder_token_ids": encoder_token_ids,
+                "decoder_token_ids": decoder_token_ids,
+            },
+            outputs=logits,
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.dropout_rate = dropout_rate
+        self.max_length = max_length
+        self.target_vocabulary_size = target_vocabulary_size
+        self.tie_embeddings = tie_embeddings
+        self.norm_first = norm_first
+        self.learned_positions = learned_positions
+        self.attention_dropout = attention_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.pad_id = pad_id
+
+        # === Layers, for encode() and decode() ===
+        self.source_embedding = source_embedding
+        self.target_embedding = target_embedding
+        self.output_projection = output_projection
+        self.encoder_positions = encoder_positions
+        self.decoder_positions = decoder_positions
+        self.embedding_dropout = embedding_dropout
+        self.encoder_blocks = encoder_blocks
+        self.decoder_blocks = decoder_blocks
+        self.encoder_norm = encoder_norm
+        self.decoder_norm = decoder_norm
+
+    @property
+    def output_vocabulary_size(self):
+        """The number of logits per position."""
+        return self.target_vocabulary_size or self.vocabulary_size
+
+    # === Entry points for decoding ===
+
+    def encode(self, encoder_token_ids, return_attention_scores=False):
+        """Runs the encoder stack once (inference mode).
+
+        Args:
+            encoder_token_ids: int `(batch, src_len)`.
+            return_attention_scores: bool, also return the list of
+                self-attention weights, one `(batch, heads, src_len, src_len)`
+                per layer.
+
+        Returns:
+            `(encoder_output, encoder_padding_mask)`: `(batch, src_len,
+            d_model)` and bool `(batch, src_len)`; plus the weights if
+            requested.
+        """
+        padding_mask = ops.not_equal(encoder_token_ids, self.pad_id)
+        x = self.encoder_positions(self.source_embedding(encoder_token_ids))
+        scores = []
+        for block in self.encoder_blocks:
+            x = block(
+                x, padding_mask=padding_mask,
+                return_attention_scores=return_attention_scores,
+            )
+            if return_attention_scores:
+                x, weights = x
+                scores.append(weights)
+        if self.norm_first:
+            x = self.encoder_norm(x)
+        if return_attention_scores:
+            return x, padding_mask, scores
+        return x, padding_mask
+
+    def _logits(self, y):
+        if self.norm_first:
+            y = self.decoder_norm(y)
+        if self.tie_embeddings:
+            logits = self.target_embedding(y, reverse=True)
+        else:
+            logits = self.output_projection(y)
+        return ops.cast(logits, "float32")
+
+    def decode(
+        self,
+        decoder_token_ids,
+        encoder_output,
+        encoder_padding_mask,
+        return_attention_scores=False,
+    ):
+        """Runs the decoder stack over whole target prefixes (inference).
+
+        Args:
+            decoder_token_ids: int `(batch, tgt_len)`.
+            encoder_output: `(batch, src_len, d_model)` from `encode`.
+            encoder_padding_mask: bool `(batch, src_len)` from `encode`.
+            return_attention_scores: bool, also return the lists of self-
+                and cross-attention weights, one entry per layer.
+
+        Returns:
+            float32 logits `(batch, tgt_len, vocab)`, plus
+            `(self_scores, cross_scores)` if requested.
+        """
+        padding_mask = ops.not_equal(decoder_token_ids, self.pad_id)
+        y = self.decoder_positions(self.target_embedding(decoder_token_ids))
+        self_scores, cross_scores = [], []
+        for block in self.decoder_blocks:
+            y = block(
+                y, encoder_output, decoder_padding_mask=padding_mask,
+                encoder_padding_mask=encoder_padding_mask,
+                return_attention_scores=return_attention_scores,
+            )
+            if return_attention_scores:
+                y, (self_weights, cross_weights) = y
+                self_scores.append(self_weights)
+                cross_scores.append(cross_weights)
+        logits = self._logits(y)
+        if return_attention_scores:
+            return logits, (self_scores, cross_scores)
+        return logits
+
+    def init_cache(self, encoder_output, max_length):
+        """Builds the decoding cache for `decode_step`.
+
+        Cross-attention keys and values are projected once from the encoder
+        output; self-attention buffers are preallocated zeros of a fixed
+        shape, so a compiled decoding loop traces once.
+
+        Args:
+            encoder_output: `(batch, src_len, d_model)`.
+            max_length: int, the decoder positions to reserve.
+
+        Returns:
+            A dict `{"self": [(k, v)] * num_layers, "cross": [(k, v)] *
+            num_layers}`; self buffers are `(batch, max_length, heads,
+            head_dim)`, cross ones `(batch, src_len, heads, head_dim)`.
+        """
+        batch = ops.shape(encoder_output)[0]
+        dtype = self.decoder_blocks[0].compute_dtype
+        self_cache, cross_cache = [], []
+        for block in self.decoder_blocks:
+            keys = ops.zeros((batch, max_length, self.num_heads, self.key_dim), dtype)
+            values = ops.zeros(
+                (batch, max_length, self.num_heads, self.value_dim), dtype
+            )
+            self_cache.append((keys, values))
+            cross_cache.append(block.cross_attention.compute_cache(encoder_output))
+        return {"self": self_cache, "cross": cross_cache}
+
+    def decode_step(self, decoder_token_ids, cache, index, encoder_padding_mask):
+        """Decodes the tokens at `index` with the cache (inference).
+
+        Args:
+            decoder_token_ids: int `(batch, step_len)`, the tokens at
+                positions `index .. index + step_len - 1` (usually one).
+            cache: from `init_cache` or a previous `decode_step`.
+            index: int scalar, the position of the first token.
+            encoder_padding_mask: bool `(batch, src_len)`.
+
+        Returns:
+            `(logits, cache)`: float32 `(batch, step_len, vocab)` and the
+            cache with this step's keys and values written in.
+        """
+        y = self.target_embedding(decoder_token_ids)
+        y = self.decoder_positions(y, start_index=index)
+        new_self_cache = []
+        for block, self_kv, cross_kv in zip(
+            self.decoder_blocks, cache["self"], cache["cross"]
+        ):
+            y, self_kv = block(
+                y, encoder_padding_mask=encoder_padding_mask,
+                self_attention_cache=self_kv, cross_attention_cache=cross_kv,
+                cache_index=index,
+            )
+            new_self_cache.append(self_kv)
+        return self._logits(y), {"self": new_self_cache, "cross": cache["cross"]}
+
+    # === Presets and config ===
+
+    @classmethod
+    def from_preset(cls, name, **overrides):
+        """Builds a preset of the paper (see `keras_transformer.PRESETS`).
+
+        Args:
+            name: "tiny", "base", "big", or a Table 3 row such as "A1",
+                "C6" or "E".
+            **overrides: constructor arguments that replace the preset's,
+                e.g. `vocabulary_size=8000`.
+        """
+        if name not in PRESETS:
+            raise ValueError(
+                f"Unknown preset {name!r}. Available presets: "
+                f"{', '.join(PRESETS)}"
+            )
+        config = dict(PRESETS[name]["config"])
+        config.update(overrides)
+        return cls(**config)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "d_ff": self.d_ff,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "dropout_rate": self.dropout_rate,
+            "max_length": self.max_length,
+            "target_vocabulary_size": self.target_vocabulary_size,
+            "tie_embeddings": self.tie_embeddings,
+            "norm_first": self.norm_first,
+            "learned_positions": self.learned_positions,
+            "attention_dropout": self.attention_dropout,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "pad_id": self.pad_id,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

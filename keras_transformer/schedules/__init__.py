@@ -1,0 +1,1 @@
+from keras_transformer.schedules.warmup_schedule import WarmupSchedule

@@ -1,0 +1,51 @@
+"""The paper's learning-rate schedule (section 5.3, equation 3)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """`lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`.
+
+    Section 5.3: the rate rises linearly for the first `warmup_steps` steps
+    and then decays with the inverse square root of the step number. The
+    paper's step numbers start at 1; Keras' optimizer counts iterations from
+    0, so the schedule evaluates the formula at `step_num = iterations + 1`.
+
+    Args:
+        d_model: int, the model width.
+        warmup_steps: int, 4000 in the paper.
+        scale: float, a multiplier on the whole formula (1.0 in the paper).
+
+    Example:
+    >>> schedule = WarmupSchedule(d_model=512)
+    >>> float(schedule(3999))  # the peak, at step_num 4000
+    0.000698771...
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        check_positive_int("d_model", d_model)
+        check_positive_int("warmup_steps", warmup_steps)
+        if not scale > 0:
+            raise ValueError(f"`scale` must be positive. Received: scale={scale!r}")
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step_num = ops.cast(step, "float32") + 1.0
+        rising = step_num * float(self.warmup_steps) ** -1.5
+        decaying = ops.rsqrt(step_num)
+        return (self.scale * float(self.d_model) ** -0.5) * ops.minimum(
+            rising, decaying
+        )
+
+    def get_config(self):
+        return {
+            "d_model": self.d_model,
+            "warmup_steps": self.warmup_steps,
+            "scale": self.scale,
+        }
