@@ -47,8 +47,12 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim: int, the width of the output. Defaults to the width of
             the query.
         dropout: float in `[0, 1)`, dropout on the attention weights. The
-            paper uses none (0.0, the default); any other value disables the
-            fused kernel during training.
+            paper uses none (0.0, the default).
+
+    The fused `keras.ops.dot_product_attention` kernel runs unless attention
+    scores are requested, attention dropout is active, or `d_k != d_v`
+    (which the fused kernels do not support); an explicit einsum path with
+    the same semantics runs otherwise.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -175,7 +179,8 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         scale = 1.0 / math.sqrt(self.key_dim)
         use_dropout = training and self.dropout > 0.0
-        if not return_attention_scores and not use_dropout:
+        fusable = self.key_dim == self._value_dim  # the kernels need d_k == d_v
+        if fusable and not return_attention_scores and not use_dropout:
             # The fused kernel where the backend has one.
             out = ops.dot_product_attention(q, k, v, mask=mask, scale=scale)
             return out, None

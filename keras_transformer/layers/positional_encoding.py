@@ -76,6 +76,7 @@ class PositionalEncoding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         seq_len, d_model = ops.shape(inputs)[1], inputs.shape[-1]
+        positions = ops.arange(seq_len, dtype="int32") + start_index  # (seq,)
         if self.learned:
             if isinstance(seq_len, int) and isinstance(start_index, int) and (
                 start_index + seq_len > self.max_length
@@ -87,13 +88,9 @@ class PositionalEncoding(keras.layers.Layer):
                     "Truncate the input or build the model with a larger "
                     "`max_length`."
                 )
-            # (seq, d_model)
-            table = ops.slice(
-                self.position_embeddings, (start_index, 0), (seq_len, d_model)
-            )
+            table = ops.take(self.position_embeddings, positions, axis=0)
         else:
-            positions = ops.arange(seq_len, dtype="int32") + start_index
-            table = self.sinusoid(positions, d_model)
+            table = self.sinusoid(positions, d_model)  # (seq, d_model)
         return inputs + ops.cast(table, inputs.dtype)[None, :, :]
 
     def compute_output_shape(self, inputs_shape):

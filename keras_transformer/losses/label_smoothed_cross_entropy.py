@@ -61,17 +61,16 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return losses * real
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        with ops.name_scope(self.name):
-            losses = self.call(y_true, y_pred)  # (batch, seq)
-            weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-            if sample_weight is not None:
-                sample_weight = ops.cast(sample_weight, "float32")
-                if len(sample_weight.shape) == 1:
-                    sample_weight = sample_weight[:, None]
-                weights = weights * sample_weight
-                losses = losses * sample_weight
-            # Mean over real tokens; 0 for a batch with none.
-            return ops.divide_no_nan(ops.sum(losses), ops.sum(weights))
+        losses = self.call(y_true, y_pred)  # (batch, seq)
+        weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            if len(sample_weight.shape) == 1:
+                sample_weight = sample_weight[:, None]
+            weights = weights * sample_weight
+            losses = losses * sample_weight
+        # Mean over real tokens; 0 for a batch with none.
+        return ops.divide_no_nan(ops.sum(losses), ops.sum(weights))
 
     def get_config(self):
         return {"name": self.name, "epsilon": self.epsilon, "pad_id": self.pad_id}

@@ -1,0 +1,40 @@
+# `make demo` and `make test` are all a new user needs (see README.md).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+BACKENDS := tensorflow jax torch
+export TF_CPP_MIN_LOG_LEVEL := 2
+export PYTHONUNBUFFERED := 1
+
+.PHONY: install demo test test-backend clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: install
+	KERAS_BACKEND=$${KERAS_BACKEND:-jax} $(PY) examples/copy_task.py
+
+# The whole suite once per backend, then the cross-backend checks; fails if
+# any run fails, after running them all.
+test: install
+	@status=0; \
+	for backend in $(BACKENDS); do \
+		echo "=== KERAS_BACKEND=$$backend"; \
+		KERAS_BACKEND=$$backend $(PY) -m pytest -q -m "not cross_backend" || status=1; \
+	done; \
+	echo "=== cross-backend"; \
+	$(PY) -m pytest -q -m cross_backend || status=1; \
+	exit $$status
+
+# One backend only, e.g. `make test-backend BACKEND=jax`.
+test-backend: install
+	KERAS_BACKEND=$(BACKEND) $(PY) -m pytest -q -m "not cross_backend"
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

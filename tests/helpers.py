@@ -1,0 +1,55 @@
+"""Small helpers that keep each test short."""
+
+import keras
+import numpy as np
+
+
+def to_numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def assert_config_roundtrip(layer):
+    """`from_config(get_config())` rebuilds a layer with the same config."""
+    config = layer.get_config()
+    clone = layer.__class__.from_config(config)
+    assert clone.get_config() == config
+    return clone
+
+
+def numpy_layer_norm(x, gamma, beta, epsilon):
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + epsilon) * gamma + beta
+
+
+def numpy_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def numpy_attention(layer, query, value, mask):
+    """Reference multi-head attention with the weights of `layer`.
+
+    query (B, T, D), value (B, S, D), mask bool (B, T, S) or None.
+    Returns output (B, T, D_out) and weights (B, h, T, S).
+    """
+    wq, bq, wk, bk, wv, bv, wo, bo = [
+        to_numpy(w) for dense in (
+            layer.query_dense, layer.key_dense, layer.value_dense,
+            layer.output_dense,
+        ) for w in (dense.kernel, dense.bias)
+    ]
+    h, dk = layer.num_heads, layer.key_dim
+    dv = wv.shape[1] // h
+    B, T, _ = query.shape
+    S = value.shape[1]
+    q = (query @ wq + bq).reshape(B, T, h, dk).transpose(0, 2, 1, 3)
+    k = (value @ wk + bk).reshape(B, S, h, dk).transpose(0, 2, 1, 3)
+    v = (value @ wv + bv).reshape(B, S, h, dv).transpose(0, 2, 1, 3)
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dk)  # (B, h, T, S)
+    if mask is not None:
+        scores = np.where(mask[:, None], scores, -1e9)
+    weights = numpy_softmax(scores)
+    out = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T, h * dv)
+    return out @ wo + bo, weights
+

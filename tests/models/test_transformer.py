@@ -1,0 +1,186 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import PRESETS, Transformer
+from tests.helpers import to_numpy
+
+
+def closed_form_params(c, vocabulary_size=None):
+    """PAPER.md's closed form: biases on all projections, two-parameter
+    LayerNorm, tied shared embedding, no pre-softmax bias."""
+    d, h, dff, n = c["d_model"], c["num_heads"], c["d_ff"], c["num_layers"]
+    dk, dv = c["key_dim"], c["value_dim"]
+    v = vocabulary_size or c["vocabulary_size"]
+    attention = 2 * (d * h * dk + h * dk) + (d * h * dv + h * dv) + (h * dv * d + d)
+    feed_forward = d * dff + dff + dff * d + d
+    encoder = attention + feed_forward + 4 * d
+    decoder = 2 * attention + feed_forward + 6 * d
+    learned_positions = 2 * c["max_length"] * d if c.get("learned_positions") else 0
+    return n * encoder + n * decoder + v * d + learned_positions
+
+
+def tiny(**overrides):
+    return Transformer.from_preset("tiny", **{"vocabulary_size": 50, **overrides})
+
+
+def batch(enc, dec):
+    return {"encoder_token_ids": np.array(enc, "int32"),
+            "decoder_token_ids": np.array(dec, "int32")}
+
+
+def test_base_has_exactly_63082496_parameters():
+    model = Transformer.from_preset("base")
+    assert model.count_params() == 63_082_496
+    assert model.count_params() == closed_form_params(PRESETS["base"]["config"])
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_matches_the_closed_form(name):
+    # A small vocabulary keeps the test fast; the vocabulary term is V * d.
+    model = Transformer.from_preset(name, vocabulary_size=100)
+    assert model.count_params() == closed_form_params(PRESETS[name]["config"], 100)
+
+
+@pytest.mark.parametrize("name", [n for n, p in PRESETS.items()
+                                  if p["paper"] and p["paper"]["params_millions"]])
+def test_presets_reproduce_table3_parameter_counts(name):
+    # Table 3's rounded counts fit a tied vocabulary of ~41000 rows (big:
+    # ~36000), see PAPER.md.
+    vocabulary = 36000 if name == "big" else 41000
+    count = closed_form_params(PRESETS[name]["config"], vocabulary)
+    assert round(count / 1e6) == PRESETS[name]["paper"]["params_millions"]
+
+
+def test_logits_shape_and_entry_points_agree():
+    model = tiny()
+    inputs = batch([[5, 6, 7, 0], [3, 4, 0, 0]], [[1, 8, 9], [1, 2, 0]])
+    logits = to_numpy(model(inputs))
+    assert logits.shape == (2, 3, 50) and logits.dtype == np.float32
+    encoded, mask = model.encode(inputs["encoder_token_ids"])
+    decoded = model.decode(inputs["decoder_token_ids"], encoded, mask)
+    np.testing.assert_allclose(to_numpy(decoded), logits, atol=1e-5)
+
+
+def test_future_decoder_tokens_change_no_earlier_output():
+    model = tiny()
+    a = batch([[5, 6, 7, 8]], [[1, 9, 10, 11, 12]])
+    b = batch([[5, 6, 7, 8]], [[1, 9, 10, 40, 41]])  # positions 3, 4 differ
+    la, lb = to_numpy(model(a)), to_numpy(model(b))
+    np.testing.assert_allclose(la[:, :3], lb[:, :3], atol=1e-5)
+    assert not np.allclose(la[:, 3:], lb[:, 3:], atol=1e-3)
+
+
+def test_padding_changes_no_output_at_real_positions():
+    model = tiny()
+    short = to_numpy(model(batch([[5, 6, 7]], [[1, 9, 10]])))
+    padded = to_numpy(model(batch([[5, 6, 7, 0, 0, 0]], [[1, 9, 10, 0, 0]])))
+    np.testing.assert_allclose(padded[:, :3], short, atol=1e-5)
+
+
+def test_cached_decode_step_equals_full_pass():
+    model = tiny(num_heads=2, key_dim=16, value_dim=24)  # d_k != d_v too
+    inputs = batch([[5, 6, 7, 0], [3, 4, 8, 9]], [[1, 8, 9, 10, 11], [1, 2, 3, 4, 5]])
+    full = to_numpy(model(inputs))
+    encoded, mask = model.encode(inputs["encoder_token_ids"])
+    cache = model.init_cache(encoded, max_length=5)
+    steps = []
+    for i in range(5):
+        logits, cache = model.decode_step(
+            inputs["decoder_token_ids"][:, i:i + 1], cache, i, mask
+        )
+        steps.append(to_numpy(logits))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(norm_first=True),
+    dict(learned_positions=True),
+    dict(target_vocabulary_size=70),
+    dict(tie_embeddings=False),
+    dict(target_vocabulary_size=70, tie_embeddings=False),
+])
+def test_variants_build_and_agree_with_entry_points(overrides):
+    model = tiny(**overrides)
+    inputs = batch([[5, 6, 7, 0]], [[1, 8, 9]])
+    logits = to_numpy(model(inputs))
+    vocab = overrides.get("target_vocabulary_size", 50)
+    assert logits.shape == (1, 3, vocab)
+    encoded, mask = model.encode(inputs["encoder_token_ids"])
+    np.testing.assert_allclose(
+        to_numpy(model.decode(inputs["decoder_token_ids"], encoded, mask)), logits,
+        atol=1e-5,
+    )
+    c = PRESETS["tiny"]["config"]
+    d = c["d_model"]
+    extra = {
+        "norm_first": 4 * d,  # final LayerNorm of each stack
+        "learned_positions": 2 * c["max_length"] * d,
+        "target_vocabulary_size": 70 * d,  # a second embedding matrix
+        "tie_embeddings": vocab * d,  # an untied output projection
+    }
+    expected = closed_form_params(c, 50) + sum(extra[k] for k in overrides)
+    assert model.count_params() == expected
+
+
+def test_shared_vocabulary_ties_all_three_matrices():
+    model = tiny()
+    embeddings = [w for w in model.weights if "embeddings" in w.path]
+    assert len(embeddings) == 1
+    assert model.source_embedding is model.target_embedding
+
+
+def test_attention_scores_from_every_layer():
+    model = tiny()
+    inputs = batch([[5, 6, 7, 0]], [[1, 8, 9]])
+    encoded, mask, enc_scores = model.encode(inputs["encoder_token_ids"],
+                                             return_attention_scores=True)
+    _, (self_scores, cross_scores) = model.decode(
+        inputs["decoder_token_ids"], encoded, mask, return_attention_scores=True
+    )
+    assert len(enc_scores) == len(self_scores) == len(cross_scores) == 2
+    assert tuple(enc_scores[0].shape) == (1, 4, 4, 4)
+    assert tuple(cross_scores[1].shape) == (1, 4, 3, 4)
+    # Padded source position 3 gets no weight; each row sums to 1.
+    cross = to_numpy(cross_scores[0])
+    np.testing.assert_allclose(cross[..., 3], 0.0, atol=1e-7)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+
+
+def test_mixed_bfloat16_gives_finite_float32_logits():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = tiny()
+    logits = model(batch([[5, 6, 7, 0], [0, 0, 0, 0]], [[1, 8, 9], [1, 0, 0]]))
+    assert model.encoder_blocks[0].compute_dtype == "bfloat16"
+    assert model.encoder_blocks[0].self_attention.query_dense.kernel.dtype == "float32"
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    assert np.all(np.isfinite(to_numpy(logits)))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(d_model=60, num_heads=8), "d_model=60, num_heads=8"),
+    (dict(num_layers=0), "num_layers=0"),
+    (dict(d_ff=-1), "d_ff=-1"),
+    (dict(vocabulary_size=0), "vocabulary_size=0"),
+    (dict(dropout_rate=1.0), "dropout_rate=1.0"),
+    (dict(dropout_rate=-0.1), "dropout_rate=-0.1"),
+])
+def test_bad_arguments(overrides, message):
+    config = dict(PRESETS["tiny"]["config"], key_dim=None, value_dim=None)
+    config.update(overrides)
+    with pytest.raises(ValueError, match=message):
+        Transformer(**config)
+
+
+def test_unknown_preset():
+    with pytest.raises(ValueError, match="'huge'.*tiny, small, base"):
+        Transformer.from_preset("huge")
+
+
+def test_sequence_longer_than_learned_positions():
+    model = tiny(learned_positions=True, max_length=8)
+    with pytest.raises(ValueError, match="max_length=8"):
+        model(batch([[5] * 9], [[1, 2]]))
+    # The sinusoid extends past max_length.
+    sinusoid = tiny(max_length=8)
+    assert tuple(sinusoid(batch([[5] * 9], [[1] * 12])).shape) == (1, 12, 50)

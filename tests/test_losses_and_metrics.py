@@ -1,0 +1,74 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy
+from tests.helpers import to_numpy
+
+LOGITS = np.array(
+    [[[2.0, 1.0, 0.1, -1.0], [0.5, 0.5, 3.0, 0.0], [1.0, 2.0, 3.0, 4.0]],
+     [[0.0, 0.0, 0.0, 5.0], [1.0, -2.0, 0.3, 0.3], [9.0, 9.0, 9.0, 9.0]]],
+    "float32",
+)
+LABELS = np.array([[1, 2, 0], [3, 1, 0]], "int32")  # 0 = padding
+
+
+def hand_computed(epsilon):
+    """Cross-entropy against the smoothed distribution, averaged over the four
+    real tokens, written out the long way."""
+    vocab = LOGITS.shape[-1]
+    total, count = 0.0, 0
+    for b in range(2):
+        for t in range(3):
+            if LABELS[b, t] == 0:
+                continue
+            log_p = LOGITS[b, t] - np.log(np.exp(LOGITS[b, t]).sum())
+            target = np.full(vocab, epsilon / vocab)
+            target[LABELS[b, t]] += 1.0 - epsilon
+            total += -(target * log_p).sum()
+            count += 1
+    return total / count
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.2])
+def test_loss_matches_hand_computation(epsilon):
+    loss = LabelSmoothedCrossEntropy(epsilon=epsilon)
+    assert float(to_numpy(loss(LABELS, LOGITS))) == pytest.approx(
+        hand_computed(epsilon), rel=1e-5
+    )
+
+
+def test_loss_equals_keras_dense_label_smoothing_without_padding():
+    labels = np.array([[1, 2, 3]], "int32")
+    logits = LOGITS[:1]
+    ours = LabelSmoothedCrossEntropy(epsilon=0.1)(labels, logits)
+    dense = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)(
+        keras.ops.one_hot(labels, 4), logits
+    )
+    assert float(to_numpy(ours)) == pytest.approx(float(to_numpy(dense)), rel=1e-5)
+
+
+def test_loss_sample_weight_and_all_padding():
+    loss = LabelSmoothedCrossEntropy(epsilon=0.1)
+    weighted = loss(LABELS, LOGITS, sample_weight=np.array([1.0, 0.0]))
+    first_only = loss(LABELS[:1], LOGITS[:1])
+    assert float(to_numpy(weighted)) == pytest.approx(float(to_numpy(first_only)), rel=1e-5)
+    assert float(to_numpy(loss(np.zeros((2, 3), "int32"), LOGITS))) == 0.0
+
+
+def test_loss_config_and_bad_epsilon():
+    config = LabelSmoothedCrossEntropy(epsilon=0.2, pad_id=5).get_config()
+    assert LabelSmoothedCrossEntropy.from_config(config).get_config() == config
+    with pytest.raises(ValueError, match="epsilon=1.0"):
+        LabelSmoothedCrossEntropy(epsilon=1.0)
+
+
+def test_masked_accuracy_ignores_padding():
+    metric = MaskedAccuracy()
+    # argmax: [[0, 2, 3], [3, 0, 0]]; real labels [1, 2] and [3, 1]: 2 of 4
+    metric.update_state(LABELS, LOGITS)
+    assert float(to_numpy(metric.result())) == pytest.approx(0.5)
+    metric.update_state(np.array([[2, 0, 0]]), LOGITS[:1])
+    assert float(to_numpy(metric.result())) == pytest.approx(2 / 5)
+    config = metric.get_config()
+    assert MaskedAccuracy.from_config(config).get_config() == config
