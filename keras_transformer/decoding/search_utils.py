@@ -1,0 +1,57 @@
+"""Pieces shared by greedy and beam search."""
+
+from keras import ops
+
+# Log-probability of an impossible choice: far below any real score, yet
+# finite, so sums and divisions never make NaN.
+NEG_INF = -1.0e9
+
+
+def length_penalty(length, alpha):
+    """GNMT's length penalty `((5 + length) / 6) ** alpha` (Wu et al., 2016),
+    which the paper uses with alpha = 0.6."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def step_log_probs(logits, step, limits, pad_id, bos_id, eos_id):
+    """Log-probabilities of the next token, with the search's constraints.
+
+    Padding and bos are never generated; a sentence whose output reached its
+    length limit may only emit eos.
+
+    Args:
+        logits: float `(rows, vocab)` for the next token.
+        step: int scalar, the 0-based index of the token being chosen (so
+            `step + 1` tokens exist once it is chosen).
+        limits: int `(rows,)`, each row's maximum output length (eos
+            included).
+
+    Returns:
+        float32 `(rows, vocab)`.
+    """
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    vocab = ops.arange(ops.shape(log_probs)[-1], dtype="int32")[None, :]
+    never = ops.logical_or(ops.equal(vocab, pad_id), ops.equal(vocab, bos_id))
+    at_limit = ops.greater_equal(step + 1, limits)[:, None]  # (rows, 1)
+    forced = ops.logical_and(at_limit, ops.not_equal(vocab, eos_id))
+    return ops.where(ops.logical_or(never, forced), NEG_INF, log_probs)
+
+
+def output_limits(encoder_token_ids, pad_id, max_extra_length):
+    """The paper's maximum output length, input length + 50, per sentence.
+
+    Returns:
+        int32 `(batch,)`.
+    """
+    lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, pad_id), "int32"), 1)
+    return lengths + max_extra_length
+
+
+def set_position(sequences, position, tokens):
+    """`sequences[..., position] = tokens` without a scatter.
+
+    sequences: int `(..., length)`; tokens: int `(...)`.
+    """
+    length = ops.shape(sequences)[-1]
+    hit = ops.equal(ops.arange(length, dtype="int32"), position)
+    return ops.where(hit, tokens[..., None], sequences)

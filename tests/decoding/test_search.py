@@ -1,0 +1,147 @@
+import itertools
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.decoding.compile import CompiledSearch
+from keras_transformer.decoding.greedy_search import greedy_search_fn
+from tests.helpers import to_numpy
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def random_model(vocabulary_size=20, seed=0):
+    keras.utils.set_random_seed(seed)
+    return kt.Transformer.from_preset(
+        "tiny", vocabulary_size=vocabulary_size, num_layers=1
+    )
+
+
+def until_eos(tokens):
+    tokens = list(tokens)
+    return tokens[: tokens.index(EOS) + 1] if EOS in tokens else tokens
+
+
+SOURCES = np.array([[5, 6, 7, 0, 0], [9, 10, 11, 12, 13], [4, 0, 0, 0, 0]], "int32")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_beam_of_one_without_penalty_is_greedy(seed):
+    model = random_model(seed=seed)
+    tokens, scores = greedy_search(model, SOURCES, max_extra_length=6)
+    beam_tokens, beam_scores = beam_search(
+        model, SOURCES, beam_size=1, alpha=0.0, max_extra_length=6
+    )
+    np.testing.assert_array_equal(beam_tokens[:, 0], tokens)
+    np.testing.assert_allclose(beam_scores[:, 0], scores, rtol=1e-5)
+
+
+def test_greedy_tokens_and_scores_match_a_full_decoder_pass():
+    model = random_model()
+    tokens, scores = greedy_search(model, SOURCES, max_extra_length=6)
+    for source, output, score in zip(SOURCES, tokens, scores):
+        output = until_eos(output)
+        source = source[source != PAD][None]
+        decoder_input = np.array([[BOS] + output[:-1]], "int32")
+        encoded, mask = model.encode(source)
+        log_probs = to_numpy(keras.ops.log_softmax(
+            model.decode(decoder_input, encoded, mask), axis=-1))[0]
+        allowed = log_probs.copy()
+        allowed[:, [PAD, BOS]] = -np.inf
+        limit = source.shape[1] + 6
+        for i, token in enumerate(output):
+            if i + 1 < limit:  # before the limit, greedy takes the argmax
+                assert token == allowed[i].argmax()
+        assert score == pytest.approx(sum(log_probs[i, t] for i, t in enumerate(output)), rel=1e-4)
+        assert len(output) <= limit and output[-1] == EOS
+
+
+def test_batched_decoding_equals_one_sentence_at_a_time():
+    model = random_model()
+    batched, _ = greedy_search(model, SOURCES, max_extra_length=4)
+    beams, _ = beam_search(model, SOURCES, beam_size=3, max_extra_length=4)
+    for i, source in enumerate(SOURCES):
+        alone = source[source != PAD][None]
+        single, _ = greedy_search(model, alone, max_extra_length=4)
+        assert until_eos(single[0]) == until_eos(batched[i])
+        single_beam, _ = beam_search(model, alone, beam_size=3, max_extra_length=4)
+        assert until_eos(single_beam[0, 0]) == until_eos(beams[i, 0])
+
+
+@pytest.fixture(scope="module")
+def exhaustive():
+    """A model with pad, bos, eos and two symbols, a 2-token source (so at
+    most 4 output tokens), and the summed log-probability of every possible
+    output (symbols then eos), each from a full decoder pass."""
+    model = random_model(vocabulary_size=5, seed=3)
+    source = np.array([[3, 4]], "int32")
+    encoded, mask = model.encode(source)
+    outputs = [list(body) + [EOS] for length in range(4)
+               for body in itertools.product([3, 4], repeat=length)]
+    totals = []
+    for output in outputs:
+        decoder_input = np.array([[BOS] + output[:-1]], "int32")
+        log_probs = to_numpy(keras.ops.log_softmax(
+            model.decode(decoder_input, encoded, mask), axis=-1))[0]
+        totals.append(sum(log_probs[i, t] for i, t in enumerate(output)))
+    return model, source, outputs, totals
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_wide_beam_finds_the_exhaustive_best(exhaustive, alpha):
+    model, source, outputs, totals = exhaustive
+    expected = sorted(
+        ((total / ((5 + len(out)) / 6) ** alpha, out) for out, total in zip(outputs, totals)),
+        key=lambda r: -r[0],
+    )
+    # 15 possible outputs and at most 12 candidates a step: a beam of 16
+    # holds every one, so beam search must rank them exactly.
+    tokens, scores = beam_search(
+        model, source, beam_size=16, alpha=alpha, num_return=15, max_extra_length=2
+    )
+    for rank in range(15):
+        assert until_eos(tokens[0, rank]) == expected[rank][1]
+        assert scores[0, rank] == pytest.approx(expected[rank][0], rel=1e-4)
+
+
+def test_paper_beam_returns_sorted_n_best_within_the_length_limit():
+    model = random_model()
+    tokens, scores = beam_search(model, SOURCES, beam_size=4, alpha=0.6,
+                                 num_return=3, max_extra_length=3)
+    assert tokens.shape == (3, 3, 5 + 3) and scores.shape == (3, 3)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
+    for source, hypotheses in zip(SOURCES, tokens):
+        limit = int((source != PAD).sum()) + 3
+        for hypothesis in hypotheses:
+            output = until_eos(hypothesis)
+            assert output[-1] == EOS and len(output) <= limit
+            assert PAD not in output and BOS not in output
+
+
+def test_the_loop_traces_once_per_shape_bucket():
+    model = random_model()
+    search = CompiledSearch(model, lambda ids: greedy_search_fn(model, ids, 4, BOS, EOS))
+    first = to_numpy(search(SOURCES)[0])
+    second = to_numpy(search(SOURCES[::-1].copy())[0])
+    np.testing.assert_array_equal(first[::-1], second)
+    if keras.backend.backend() in ("jax", "tensorflow"):
+        assert search.trace_count == 1  # same shape: the compiled program again
+        search(SOURCES[:, :4])
+        assert search.trace_count == 2  # a new shape bucket: one new trace
+    else:
+        # PyTorch runs the loop eagerly (no tracing), without autograd.
+        tokens, scores = search(SOURCES)
+        assert search.trace_count == 3 and not scores.requires_grad
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(beam_size=0), "beam_size=0"),
+    (dict(beam_size=2, num_return=3), r"num_return=3"),
+    (dict(alpha=-1.0), "alpha=-1.0"),
+])
+def test_bad_beam_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        beam_search(random_model(), SOURCES, **kwargs)
