@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install
-	KERAS_BACKEND=$${KERAS_BACKEND:-jax} $(PY) examples/copy_task.py
+	KERAS_BACKEND=$${KERAS_BACKEND:-torch} $(PY) -m keras_transformer train
 
 # The whole suite once per backend, then the cross-backend checks; fails if
 # any run fails, after running them all.

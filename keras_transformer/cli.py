@@ -1,0 +1,101 @@
+"""The command line: `keras-transformer train | translate | average`.
+
+    keras-transformer train                       # the embedded EN-FR corpus
+    keras-transformer train --corpus my.tsv.gz --run-dir runs/mine
+    keras-transformer train --run-dir runs/mine --resume
+    echo "Hello." | keras-transformer translate runs/mine
+    keras-transformer average runs/mine/checkpoints --last 5 -o avg.keras
+"""
+
+import argparse
+import dataclasses
+import sys
+
+
+def _jit_compile(value):
+    choices = {"auto": "auto", "true": True, "false": False}
+    if value.lower() not in choices:
+        raise argparse.ArgumentTypeError(f"expected auto, true or false; got {value!r}")
+    return choices[value.lower()]
+
+
+def _add_train_arguments(parser):
+    from keras_transformer.training.train import TrainConfig
+
+    for field in dataclasses.fields(TrainConfig):
+        flag = "--" + field.name.replace("_", "-")
+        if field.type is bool or isinstance(field.default, bool):
+            parser.add_argument(flag, action="store_true", help=f"(default: {field.default})")
+        else:
+            kind = type(field.default) if field.default is not None else str
+            if field.name == "dropout_rate":
+                kind = float
+            if field.name == "jit_compile":
+                kind = _jit_compile
+            parser.add_argument(flag, type=kind, default=field.default,
+                                help=f"(default: {field.default})")
+
+
+def _train(args):
+    from keras_transformer.training.train import TrainConfig, train
+
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+    try:
+        train(config)
+    except KeyboardInterrupt:
+        print(f"\nInterrupted. Checkpoints are in {config.run_dir}/checkpoints; "
+              f"continue with: keras-transformer train --run-dir {config.run_dir} "
+              "--resume (and the same options).", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _translate(args):
+    from keras_transformer.translator import Translator
+
+    translator = Translator.load(args.run_dir, beam_size=args.beam_size, alpha=args.alpha)
+    stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
+    with stream:
+        lines = [line.rstrip("\n") for line in stream]
+    for start in range(0, len(lines), args.batch_size):
+        for translation in translator.translate(lines[start:start + args.batch_size]):
+            print(translation, flush=True)
+    return 0
+
+
+def _average(args):
+    from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
+
+    paths = [p for _, p in list_checkpoints(args.checkpoint_dir)][-args.last:]
+    if not paths:
+        print(f"No ckpt-*.keras checkpoints in {args.checkpoint_dir!r}", file=sys.stderr)
+        return 2
+    average_checkpoints(paths).save(args.output)
+    print(f"averaged {len(paths)} checkpoints into {args.output}")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train a translator (the paper's recipe)")
+    _add_train_arguments(train)
+    translate = commands.add_parser("translate", help="translate stdin or a file")
+    translate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
+    translate.add_argument("--input", help="a file of sentences (default: stdin)")
+    translate.add_argument("--beam-size", type=int, default=4)
+    translate.add_argument("--alpha", type=float, default=0.6)
+    translate.add_argument("--batch-size", type=int, default=64)
+    average = commands.add_parser("average", help="average the last checkpoints")
+    average.add_argument("checkpoint_dir")
+    average.add_argument("--last", type=int, default=5)
+    average.add_argument("-o", "--output", required=True)
+    args = parser.parse_args(argv)
+    handler = {"train": _train, "translate": _translate, "average": _average}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

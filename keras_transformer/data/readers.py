@@ -1,0 +1,207 @@
+"""Reading a parallel corpus from a user's files.
+
+Formats:
+- TSV: `source<TAB>target[<TAB>anything]` a line (Tatoeba / Anki exports).
+- Moses: two line-aligned files, `prefix.<src>` and `prefix.<tgt>`.
+- JSONL: one object a line, with keys `source`/`target` or the two
+  language codes (`{"en": ..., "fr": ...}`).
+- TensorFlow Datasets: `tfds:NAME[/CONFIG][:SPLIT]`, only if already in the
+  local TFDS data directory (nothing is ever downloaded).
+
+Files ending in `.gz`, `.xz` or `.bz2` are decompressed transparently.
+Every problem raises an error naming the file and the line. Pairs dropped for
+an empty side or for being too long are counted in the returned
+`CorpusReport`, never dropped silently.
+"""
+
+import bz2
+import dataclasses
+import gzip
+import json
+import lzma
+import os
+
+_OPENERS = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
+
+
+@dataclasses.dataclass
+class CorpusReport:
+    """What a reader kept and dropped, for the user to see."""
+
+    path: str
+    read: int = 0
+    kept: int = 0
+    dropped_empty: int = 0
+    dropped_too_long: int = 0
+
+    def __str__(self):
+        return (
+            f"{self.path}: {self.read} pairs read, {self.kept} kept, "
+            f"{self.dropped_empty} dropped (empty side), "
+            f"{self.dropped_too_long} dropped (too long)"
+        )
+
+
+def _strip_compression(path):
+    root, ext = os.path.splitext(path)
+    return (root, ext) if ext in _OPENERS else (path, "")
+
+
+def read_lines(path):
+    """Yields `(line_number, text)` of a UTF-8 text file, decompressing
+    `.gz`, `.xz` and `.bz2`, with line endings removed."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No such corpus file: {path!r}")
+    opener = _OPENERS.get(_strip_compression(path)[1], open)
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path}, line {number}: invalid UTF-8 ({error.reason} at "
+                    f"byte {error.start}). Convert the file to UTF-8."
+                ) from None
+            yield number, text.rstrip("\r\n")
+
+
+def _tsv_pairs(path):
+    for number, line in read_lines(path):
+        if not line.strip():
+            yield number, "", ""
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise ValueError(
+                f"{path}, line {number}: expected 'source<TAB>target', found "
+                f"no tab in {line[:60]!r}"
+            )
+        yield number, fields[0], fields[1]
+
+
+def _jsonl_pairs(path, source_language, target_language):
+    for number, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}, line {number}: invalid JSON ({error.msg})") from None
+        for source_key, target_key in (
+            ("source", "target"), (source_language, target_language)
+        ):
+            if isinstance(record, dict) and source_key in record and target_key in record:
+                yield number, str(record[source_key]), str(record[target_key])
+                break
+        else:
+            raise ValueError(
+                f"{path}, line {number}: expected an object with keys "
+                f"'source' and 'target' (or {source_language!r} and "
+                f"{target_language!r}); found {line[:60]!r}"
+            )
+
+
+def _moses_pairs(source_path, target_path):
+    source_lines = list(read_lines(source_path))
+    target_lines = list(read_lines(target_path))
+    if len(source_lines) != len(target_lines):
+        raise ValueError(
+            f"Line-aligned files differ in length: {source_path} has "
+            f"{len(source_lines)} lines, {target_path} has {len(target_lines)}."
+        )
+    for (number, source), (_, target) in zip(source_lines, target_lines):
+        yield number, source, target
+
+
+def _tfds_pairs(spec, source_language, target_language):
+    """`tfds:NAME[/CONFIG][:SPLIT]` from the local TFDS data directory."""
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError:
+        raise ImportError(
+            f"Reading {spec!r} needs the tensorflow-datasets package: "
+            "pip install tensorflow-datasets"
+        ) from None
+
+    name, _, split = spec[len("tfds:"):].partition(":")
+    split = split or "train"
+    try:
+        builder = tfds.builder(name)
+    except Exception as error:  # noqa: BLE001 - TFDS raises many kinds here
+        raise ValueError(f"Unknown TensorFlow Datasets name {name!r}: {error}") from None
+    if not builder.is_prepared():
+        raise FileNotFoundError(
+            f"TensorFlow Datasets {name!r} is not prepared in {builder.data_dir!r}, "
+            "and keras_transformer never downloads data. Prepare it first "
+            "(tfds build, or tfds.load on a machine with internet) or pass "
+            "TFDS_DATA_DIR."
+        )
+    dataset = builder.as_dataset(split=split)
+    for number, example in enumerate(tfds.as_numpy(dataset), start=1):
+        yield (number, example[source_language].decode("utf-8"),
+               example[target_language].decode("utf-8"))
+
+
+def read_corpus(path, target_path=None, source_language="en",
+                target_language="fr", max_words=None):
+    """Reads sentence pairs from a user's corpus.
+
+    Args:
+        path: a `.tsv` or `.jsonl` file (optionally compressed), a Moses
+            prefix (reads `path.<source_language>` and
+            `path.<target_language>`), a source file with `target_path`, or
+            `tfds:NAME[/CONFIG][:SPLIT]`.
+        target_path: the target file of a Moses pair, if not from a prefix.
+        source_language, target_language: codes used for Moses suffixes,
+            JSONL keys and TFDS features.
+        max_words: int or None, drop pairs with more whitespace-separated
+            words on either side.
+
+    Returns:
+        `(pairs, report)`: a list of `(source, target)` strings and a
+        `CorpusReport`.
+    """
+    if path.startswith("tfds:"):
+        rows = _tfds_pairs(path, source_language, target_language)
+    elif target_path is not None:
+        rows = _moses_pairs(path, target_path)
+    else:
+        root = _strip_compression(path)[0]
+        extension = os.path.splitext(root)[1].lower()
+        if extension in (".tsv", ".txt"):
+            rows = _tsv_pairs(path)
+        elif extension in (".jsonl", ".json"):
+            rows = _jsonl_pairs(path, source_language, target_language)
+        elif not os.path.exists(path):
+            rows = _moses_pairs(_find(path, source_language), _find(path, target_language))
+        else:
+            raise ValueError(
+                f"Cannot tell the format of {path!r}: use a .tsv, .txt or "
+                ".jsonl name (optionally .gz/.xz/.bz2), a Moses prefix, or "
+                "tfds:NAME."
+            )
+    report = CorpusReport(path)
+    pairs = []
+    for _, source, target in rows:
+        report.read += 1
+        source, target = source.strip(), target.strip()
+        if not source or not target:
+            report.dropped_empty += 1
+        elif max_words and max(len(source.split()), len(target.split())) > max_words:
+            report.dropped_too_long += 1
+        else:
+            pairs.append((source, target))
+    report.kept = len(pairs)
+    return pairs, report
+
+
+def _find(prefix, language):
+    """`prefix.language`, compressed or not."""
+    for suffix in ("", ".gz", ".xz", ".bz2"):
+        candidate = f"{prefix}.{language}{suffix}"
+        if os.path.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(
+        f"No such corpus file: {prefix!r}, nor a Moses pair "
+        f"{prefix}.{language}[.gz|.xz|.bz2]"
+    )

@@ -1,0 +1,68 @@
+"""Checkpoints written atomically, and checkpoint averaging (section 6.1)."""
+
+import glob
+import os
+import re
+
+import keras
+import numpy as np
+
+CHECKPOINT_PATTERN = "ckpt-{epoch:04d}.keras"
+
+
+def list_checkpoints(directory):
+    """The checkpoints in `directory`, oldest first, as `(epoch, path)`."""
+    found = []
+    for path in glob.glob(os.path.join(directory, "ckpt-*.keras")):
+        match = re.fullmatch(r"ckpt-(\d+)\.keras", os.path.basename(path))
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+class AtomicCheckpoint(keras.callbacks.Callback):
+    """Saves the whole model (weights, optimizer state, schedule) after
+    every epoch as `ckpt-EPOCH.keras`, keeping the newest `keep`.
+
+    The file is written under a temporary name and renamed into place
+    (`os.replace` is atomic), so a crash mid-save never leaves a corrupt
+    checkpoint: the previous one stays intact.
+
+    Args:
+        directory: where checkpoints go.
+        keep: int, how many to keep (enough for averaging).
+    """
+
+    def __init__(self, directory, keep=5):
+        super().__init__()
+        self.directory = directory
+        self.keep = keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, CHECKPOINT_PATTERN.format(epoch=epoch + 1))
+        temporary = path + ".tmp.keras"
+        self.model.save(temporary)
+        os.replace(temporary, path)
+        for _, old in list_checkpoints(self.directory)[: -self.keep]:
+            os.remove(old)
+
+
+def average_checkpoints(paths):
+    """The model of the last of `paths`, with every weight replaced by the
+    mean of that weight over all `paths` (the paper averages the last 5
+    checkpoints of the base model, 20 of the big one).
+
+    Returns:
+        The averaged model (compiled state of the last checkpoint).
+    """
+    if not paths:
+        raise ValueError("No checkpoints to average.")
+    models = [keras.saving.load_model(p, compile=False) for p in paths]
+    configs = {str(m.get_config()) for m in models}
+    if len(configs) != 1:
+        raise ValueError(f"Checkpoints of different models cannot be averaged: {paths}")
+    averaged = models[-1]
+    weights = [np.mean(stack, axis=0) for stack in zip(*(m.get_weights() for m in models))]
+    averaged.set_weights(weights)
+    return averaged

@@ -1,0 +1,119 @@
+"""String in, string out: tokenizer + model + beam search + detokenizer."""
+
+import os
+import warnings
+
+import keras
+import numpy as np
+
+from keras_transformer.data.tokenizer import EOS_ID, TOKENIZER_FILE, load_tokenizer
+from keras_transformer.decoding import beam_search
+
+MODEL_FILE = "model.keras"
+
+
+class Translator:
+    """Translates sentences with a trained `Transformer` and its tokenizer.
+
+    Sentences are tokenized, sorted by length and decoded in batches with
+    the paper's beam search (beam 4, alpha 0.6, at most input length + 50
+    output tokens). Sources are padded to a multiple of `length_multiple`
+    so that the compiled search is reused across batches.
+
+    Input that would break a model never does: an empty or whitespace-only
+    sentence translates to "" without running the model; characters the
+    vocabulary lacks become the unknown token; a sentence longer than
+    `max_source_length` tokens is truncated, with a warning.
+
+    Args:
+        model: a `Transformer`.
+        tokenizer: its keras-hub `SentencePieceTokenizer`.
+        beam_size, alpha: beam search settings (4 and 0.6 in the paper).
+        max_extra_length: output tokens allowed beyond the input's length.
+        batch_size: sentences decoded together.
+        max_source_length: int, longest source in tokens (eos included).
+            Default: `model.max_length`.
+        length_multiple: int, sources are padded to a multiple of it.
+    """
+
+    def __init__(self, model, tokenizer, beam_size=4, alpha=0.6,
+                 max_extra_length=50, batch_size=32, max_source_length=None,
+                 length_multiple=8):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.max_extra_length = max_extra_length
+        self.batch_size = batch_size
+        self.max_source_length = max_source_length or model.max_length
+        self.length_multiple = length_multiple
+
+    def _encode(self, sentences):
+        ids = self.tokenizer(list(sentences))
+        ids = ids.to_list() if hasattr(ids, "to_list") else [list(x) for x in ids]
+        encoded = []
+        for sentence, tokens in zip(sentences, ids):
+            tokens = [int(t) for t in tokens]
+            if len(tokens) + 1 > self.max_source_length:
+                warnings.warn(
+                    f"A sentence of {len(tokens) + 1} tokens is longer than "
+                    f"max_source_length={self.max_source_length}: translating "
+                    f"its first {self.max_source_length - 1} tokens only "
+                    f"({sentence[:40]!r}...).",
+                    stacklevel=3,
+                )
+                tokens = tokens[: self.max_source_length - 1]
+            encoded.append(tokens + [EOS_ID])
+        return encoded
+
+    def translate(self, sentences):
+        """Translates a list of strings; returns a list of strings."""
+        if isinstance(sentences, str):
+            raise TypeError("`translate` takes a list of strings; wrap one sentence in a list.")
+        sentences = [str(s) for s in sentences]
+        results = [""] * len(sentences)
+        todo = [i for i, s in enumerate(sentences) if s.strip()]
+        if not todo:
+            return results
+        encoded = self._encode([sentences[i] for i in todo])
+        order = sorted(range(len(todo)), key=lambda j: len(encoded[j]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            width = max(len(encoded[j]) for j in chunk)
+            width = -(-width // self.length_multiple) * self.length_multiple
+            batch = np.zeros((len(chunk), width), "int32")
+            for row, j in enumerate(chunk):
+                batch[row, : len(encoded[j])] = encoded[j]
+            tokens, _ = beam_search(
+                self.model, batch, beam_size=self.beam_size, alpha=self.alpha,
+                max_extra_length=self.max_extra_length,
+            )
+            for row, j in enumerate(chunk):
+                output = [int(t) for t in tokens[row, 0]]
+                output = output[: output.index(EOS_ID)] if EOS_ID in output else output
+                results[todo[j]] = self._detokenize(output)
+        return results
+
+    def _detokenize(self, ids):
+        if not ids:
+            return ""
+        text = self.tokenizer.detokenize([ids])
+        text = keras.ops.convert_to_numpy(text)[0] if not isinstance(text, list) else text[0]
+        return text.decode("utf-8") if isinstance(text, bytes) else str(text)
+
+    def save(self, directory):
+        """Writes `model.keras` and `tokenizer.model` into `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        self.model.save(os.path.join(directory, MODEL_FILE))
+        with open(os.path.join(directory, TOKENIZER_FILE), "wb") as f:
+            f.write(self.tokenizer.proto)
+
+    @classmethod
+    def load(cls, directory, **kwargs):
+        """Loads what `save` wrote (or a training run directory)."""
+        model_path = os.path.join(directory, MODEL_FILE)
+        if not os.path.isfile(model_path):
+            raise FileNotFoundError(f"No {MODEL_FILE} in {directory!r}")
+        model = keras.saving.load_model(model_path, compile=False)
+        tokenizer = load_tokenizer(os.path.join(directory, TOKENIZER_FILE))
+        return cls(model, tokenizer, **kwargs)

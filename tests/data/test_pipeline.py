@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+
+from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
+from keras_transformer.data.pipeline import bucket_boundaries, make_dataset, padding_efficiency
+from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, load_tokenizer, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def numbers_tokenizer_path(tmp_path_factory):
+    pairs = numbers_and_dates("train", size=2000)
+    path = str(tmp_path_factory.mktemp("tok") / "tokenizer.model")
+    train_tokenizer([s for p in pairs for s in p], 400, path)
+    return path
+
+
+@pytest.fixture
+def numbers_tokenizer(numbers_tokenizer_path):
+    # Loaded after the per-test seed reset (see data/tokenizer.py).
+    return load_tokenizer(numbers_tokenizer_path), numbers_tokenizer_path
+
+
+def test_tokenizer_round_trip_and_special_ids(numbers_tokenizer):
+    tokenizer, path = numbers_tokenizer
+    texts = ["three hundred and twelve", "5 décembre 2050", "Ünïcode ☃ unknown"]
+    ids = [list(map(int, x)) for x in tokenizer(texts).to_list()] if hasattr(
+        tokenizer(texts), "to_list") else [list(map(int, x)) for x in tokenizer(texts)]
+    decoded = [str(np.asarray(t).item().decode()) if isinstance(np.asarray(t).item(), bytes)
+               else str(t) for t in load_tokenizer(path).detokenize(ids[:2])]
+    assert decoded == texts[:2]
+    assert 3 in ids[2]  # characters never seen in training map to unk (3)
+    vocab = tokenizer.get_vocabulary()
+    assert vocab[0] == "<pad>" and vocab[BOS_ID] == "<s>" and vocab[EOS_ID] == "</s>"
+
+
+def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer):
+    tokenizer, _ = numbers_tokenizer
+    pairs = numbers_and_dates("valid")
+    boundaries = bucket_boundaries(64)
+    dataset = make_dataset(pairs, tokenizer, tokens_per_batch=256, max_length=64,
+                           shuffle=False)
+    count = 0
+    for inputs, labels in dataset.as_numpy_iterator():
+        enc, dec = inputs["encoder_token_ids"], inputs["decoder_token_ids"]
+        assert enc.shape[1] in boundaries and dec.shape == labels.shape
+        assert labels.shape[1] in boundaries
+        # The batch size comes from the bucket of the longer side.
+        assert enc.shape[0] * min(b for b in boundaries if b >= max(
+            np.count_nonzero(enc, 1).max(), np.count_nonzero(labels, 1).max())) <= 256
+        for e, d, y in zip(enc, dec, labels):
+            n = np.count_nonzero(y)
+            assert y[n - 1] == EOS_ID and d[0] == BOS_ID
+            np.testing.assert_array_equal(d[1:n], y[: n - 1])  # shifted right
+            assert e[np.count_nonzero(e) - 1] == EOS_ID
+        count += enc.shape[0]
+    assert count == len(pairs)
+
+
+def test_long_pairs_dropped_or_truncated(numbers_tokenizer):
+    tokenizer, _ = numbers_tokenizer
+    pairs = [("one", "un"), (" ".join(["seven"] * 40), " ".join(["sept"] * 40))]
+    dropped = make_dataset(pairs, tokenizer, 64, max_length=16, shuffle=False)
+    assert sum(x["encoder_token_ids"].shape[0] for x, _ in dropped.as_numpy_iterator()) == 1
+    truncated = make_dataset(pairs, tokenizer, 64, max_length=16, long_pairs="truncate",
+                             shuffle=False)
+    widths = [y.shape[1] for _, y in truncated.as_numpy_iterator()]
+    assert sum(1 for _ in truncated) == 2 and max(widths) <= 16
+    with pytest.raises(ValueError, match="long_pairs='cut'"):
+        make_dataset(pairs, tokenizer, long_pairs="cut")
+
+
+def test_padding_efficiency_on_the_embedded_corpus(tmp_path):
+    pairs = bible_en_fr("train")
+    tokenizer = train_tokenizer([s for p in pairs for s in p], 8000,
+                                str(tmp_path / "tokenizer.model"))
+    dataset = make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
+                           shuffle=False)
+    assert padding_efficiency(dataset) >= 0.90

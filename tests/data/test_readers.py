@@ -1,0 +1,85 @@
+import bz2
+import gzip
+import json
+import lzma
+
+import pytest
+
+from keras_transformer.data.readers import read_corpus
+
+PAIRS = [("Hello.", "Bonjour."), ("Thank you very much.", "Merci beaucoup.")]
+
+
+def write(path, text, opener=open):
+    with opener(path, "wt", encoding="utf-8") as f:
+        f.write(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("suffix, opener", [
+    ("", open), (".gz", gzip.open), (".xz", lzma.open), (".bz2", bz2.open),
+])
+def test_tsv_any_compression(tmp_path, suffix, opener):
+    text = "Hello.\tBonjour.\tCC-BY 2.0 (France) Attribution: tatoeba.org\n" \
+           "Thank you very much.\tMerci beaucoup.\n"
+    path = write(tmp_path / f"pairs.tsv{suffix}", text, opener)
+    pairs, report = read_corpus(path)
+    assert pairs == PAIRS
+    assert (report.read, report.kept, report.dropped_empty) == (2, 2, 0)
+
+
+def test_moses_prefix_and_explicit_pair(tmp_path):
+    write(tmp_path / "train.en", "Hello.\nThank you very much.\n")
+    write(tmp_path / "train.fr.gz", "Bonjour.\nMerci beaucoup.\n", gzip.open)
+    assert read_corpus(str(tmp_path / "train"))[0] == PAIRS
+    assert read_corpus(str(tmp_path / "train.en"), str(tmp_path / "train.fr.gz"))[0] == PAIRS
+
+
+def test_jsonl_with_either_key_style(tmp_path):
+    lines = [json.dumps({"source": "Hello.", "target": "Bonjour."}),
+             json.dumps({"en": "Thank you very much.", "fr": "Merci beaucoup."})]
+    path = write(tmp_path / "pairs.jsonl", "\n".join(lines) + "\n")
+    assert read_corpus(path)[0] == PAIRS
+
+
+def test_dropped_lines_are_counted(tmp_path):
+    text = "Hello.\tBonjour.\n\t\n   \n" + "one two three four\tun deux trois quatre\n"
+    pairs, report = read_corpus(write(tmp_path / "p.tsv", text), max_words=3)
+    assert pairs == [("Hello.", "Bonjour.")]
+    assert (report.read, report.kept, report.dropped_empty, report.dropped_too_long) == (4, 1, 2, 1)
+    assert "2 dropped (empty side)" in str(report) and "1 dropped (too long)" in str(report)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothere"):
+        read_corpus(str(tmp_path / "nothere.tsv"))
+    with pytest.raises(FileNotFoundError, match="Moses pair"):
+        read_corpus(str(tmp_path / "nothere"))
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.tsv"
+    path.write_bytes(b"Hello.\tBonjour.\nCaf\xe9\tCaf\xe9\n")
+    with pytest.raises(ValueError, match=r"bad.tsv, line 2: invalid UTF-8"):
+        read_corpus(str(path))
+
+
+def test_line_counts_differ(tmp_path):
+    write(tmp_path / "a.en", "one\ntwo\nthree\n")
+    write(tmp_path / "a.fr", "un\ndeux\n")
+    with pytest.raises(ValueError, match=r"a.en has 3 lines, .*a.fr has 2"):
+        read_corpus(str(tmp_path / "a"))
+
+
+def test_tsv_line_without_tab_and_bad_json(tmp_path):
+    with pytest.raises(ValueError, match=r"p.tsv, line 2: expected 'source<TAB>target'"):
+        read_corpus(write(tmp_path / "p.tsv", "a\tb\nno tab here\n"))
+    with pytest.raises(ValueError, match=r"p.jsonl, line 1: invalid JSON"):
+        read_corpus(write(tmp_path / "p.jsonl", "{oops\n"))
+    with pytest.raises(ValueError, match=r"q.jsonl, line 1: expected an object"):
+        read_corpus(write(tmp_path / "q.jsonl", '{"de": "x"}\n'))
+
+
+def test_unknown_format(tmp_path):
+    with pytest.raises(ValueError, match="Cannot tell the format"):
+        read_corpus(write(tmp_path / "pairs.csv", "a,b\n"))
