@@ -2,14 +2,11 @@
 
 import keras
 
-from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.multi_head_attention import MultiHeadAttention
-from keras_transformer.layers.sublayer import sublayer_input, sublayer_output
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.layers.sublayer import BlockBase, sublayer_input, sublayer_output
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderBlock(keras.layers.Layer):
+class DecoderBlock(BlockBase):
     """Masked self-attention, encoder-decoder attention, feed-forward.
 
     Section 3.1: the decoder layer adds a third sub-layer between the two of
@@ -62,72 +59,16 @@ class DecoderBlock(keras.layers.Layer):
     (2, 5, 512)
     """
 
-    def __init__(
-        self,
-        num_heads,
-        key_dim,
-        d_ff,
-        value_dim=None,
-        dropout_rate=0.1,
-        norm_first=False,
-        layer_norm_epsilon=1e-6,
-        attention_dropout=0.0,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads)
-        check_positive_int("key_dim", key_dim)
-        check_positive_int("d_ff", d_ff)
-        check_rate("dropout_rate", dropout_rate)
-        check_rate("attention_dropout", attention_dropout)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.d_ff = d_ff
-        self.dropout_rate = dropout_rate
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.attention_dropout = attention_dropout
-
-    def _norm(self, name, shape):
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
-        )
-        norm.build(shape)
-        return norm
-
-    def _attention(self, name, query_shape, value_shape):
-        attention = MultiHeadAttention(
-            self.num_heads, self.key_dim, self.value_dim,
-            dropout=self.attention_dropout, name=name, dtype=self.dtype_policy,
-        )
-        attention.build(query_shape, value_shape)
-        return attention
-
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
-        encoder_sequence_shape = encoder_sequence_shape or decoder_sequence_shape
-        self.self_attention = self._attention(
-            "self_attention", decoder_sequence_shape, decoder_sequence_shape
-        )
-        self.self_attention_norm = self._norm(
-            "self_attention_norm", decoder_sequence_shape
-        )
-        self.cross_attention = self._attention(
-            "cross_attention", decoder_sequence_shape, encoder_sequence_shape
-        )
-        self.cross_attention_norm = self._norm(
-            "cross_attention_norm", decoder_sequence_shape
-        )
-        self.feed_forward = FeedForward(
-            self.d_ff, name="feed_forward", dtype=self.dtype_policy
-        )
-        self.feed_forward.build(decoder_sequence_shape)
-        self.feed_forward_norm = self._norm(
-            "feed_forward_norm", decoder_sequence_shape
-        )
-        self.dropout = keras.layers.Dropout(
-            self.dropout_rate, dtype=self.dtype_policy
-        )
+        shape = decoder_sequence_shape
+        memory_shape = encoder_sequence_shape or decoder_sequence_shape
+        self.self_attention = self._attention("self_attention", shape, shape)
+        self.self_attention_norm = self._norm("self_attention_norm", shape)
+        self.cross_attention = self._attention("cross_attention", shape, memory_shape)
+        self.cross_attention_norm = self._norm("cross_attention_norm", shape)
+        self.feed_forward = self._feed_forward(shape)
+        self.feed_forward_norm = self._norm("feed_forward_norm", shape)
+        self.dropout = self._dropout()
         self.built = True
 
     def call(
@@ -194,19 +135,3 @@ class DecoderBlock(keras.layers.Layer):
         self, decoder_sequence_shape, encoder_sequence_shape=None
     ):
         return decoder_sequence_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "d_ff": self.d_ff,
-                "dropout_rate": self.dropout_rate,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "attention_dropout": self.attention_dropout,
-            }
-        )
-        return config

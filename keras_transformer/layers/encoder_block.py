@@ -2,14 +2,11 @@
 
 import keras
 
-from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.multi_head_attention import MultiHeadAttention
-from keras_transformer.layers.sublayer import sublayer_input, sublayer_output
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.layers.sublayer import BlockBase, sublayer_input, sublayer_output
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class EncoderBlock(keras.layers.Layer):
+class EncoderBlock(BlockBase):
     """Self-attention then a feed-forward network, each with a residual.
 
     Section 3.1: every sub-layer is wrapped as
@@ -49,56 +46,13 @@ class EncoderBlock(keras.layers.Layer):
     (2, 7, 512)
     """
 
-    def __init__(
-        self,
-        num_heads,
-        key_dim,
-        d_ff,
-        value_dim=None,
-        dropout_rate=0.1,
-        norm_first=False,
-        layer_norm_epsilon=1e-6,
-        attention_dropout=0.0,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads)
-        check_positive_int("key_dim", key_dim)
-        check_positive_int("d_ff", d_ff)
-        check_rate("dropout_rate", dropout_rate)
-        check_rate("attention_dropout", attention_dropout)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.d_ff = d_ff
-        self.dropout_rate = dropout_rate
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.attention_dropout = attention_dropout
-
-    def _norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
-        )
-
     def build(self, encoder_sequence_shape):
-        self.self_attention = MultiHeadAttention(
-            self.num_heads, self.key_dim, self.value_dim,
-            dropout=self.attention_dropout, name="self_attention",
-            dtype=self.dtype_policy,
-        )
-        self.self_attention.build(encoder_sequence_shape, encoder_sequence_shape)
-        self.self_attention_norm = self._norm("self_attention_norm")
-        self.self_attention_norm.build(encoder_sequence_shape)
-        self.feed_forward = FeedForward(
-            self.d_ff, name="feed_forward", dtype=self.dtype_policy
-        )
-        self.feed_forward.build(encoder_sequence_shape)
-        self.feed_forward_norm = self._norm("feed_forward_norm")
-        self.feed_forward_norm.build(encoder_sequence_shape)
-        self.dropout = keras.layers.Dropout(
-            self.dropout_rate, dtype=self.dtype_policy
-        )
+        shape = encoder_sequence_shape
+        self.self_attention = self._attention("self_attention", shape, shape)
+        self.self_attention_norm = self._norm("self_attention_norm", shape)
+        self.feed_forward = self._feed_forward(shape)
+        self.feed_forward_norm = self._norm("feed_forward_norm", shape)
+        self.dropout = self._dropout()
         self.built = True
 
     def call(
@@ -129,19 +83,3 @@ class EncoderBlock(keras.layers.Layer):
 
     def compute_output_shape(self, encoder_sequence_shape):
         return encoder_sequence_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "d_ff": self.d_ff,
-                "dropout_rate": self.dropout_rate,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "attention_dropout": self.attention_dropout,
-            }
-        )
-        return config
