@@ -41,7 +41,8 @@ class PositionalEncoding(keras.layers.Layer):
 
     Example:
     >>> pe = PositionalEncoding(max_length=128)
-    >>> pe(keras.ops.zeros((1, 3, 4)))[0, 1]  # sin(1), cos(1), sin(.01), cos(.01)
+    >>> pe(keras.ops.zeros((1, 3, 4)))[0, 1]  # sin 1, cos 1, sin .01, cos .01
+    [0.84147, 0.54030, 0.0099998, 0.99995]
     """
 
     def __init__(self, max_length, learned=False, base=10000.0, **kwargs):

@@ -41,8 +41,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     def __init__(self, epsilon=0.1, pad_id=0, name="label_smoothed_cross_entropy",
                  **kwargs):
-        kwargs.pop("reduction", None)
-        super().__init__(name=name, reduction="sum", **kwargs)
+        # `__call__` does its own reduction (a mean over real tokens).
+        super().__init__(name=name, **kwargs)
         check_rate("epsilon", epsilon)
         self.epsilon = epsilon
         self.pad_id = pad_id

@@ -49,8 +49,8 @@ class TrainConfig:
     long_pairs: str = "drop"  # or "truncate"
     epochs: int = 40
     max_minutes: float = 10.0  # training time budget (0 = none)
-    warmup_steps: int = 1000  # 4000 in the paper, for 100K steps
-    learning_rate_scale: float = 2.0
+    warmup_steps: int = 200  # 4000 in the paper, for 100K steps; ~300 steps here
+    learning_rate_scale: float = 1.0
     label_smoothing: float = 0.1
     dropout_rate: float = None  # None = the preset's
     keep_checkpoints: int = 5
