@@ -18,9 +18,3 @@ def check_rate(name, value):
     ):
         raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
 
-
-def check_choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(
-            f"`{name}` must be one of {sorted(allowed)}. Received: {name}={value!r}"
-        )

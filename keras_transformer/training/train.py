@@ -34,15 +34,15 @@ from keras_transformer.translator import Translator
 
 @dataclasses.dataclass
 class TrainConfig:
-    """Everything `train` needs; the defaults train the `small` preset on
-    the embedded Bible corpus in about ten minutes on a 2-core CPU."""
+    """Everything `train` needs; the defaults train the `tiny` preset on
+    the embedded Bible corpus for ten minutes on a 2-core CPU."""
 
     corpus: str = "bible"  # "bible", "numbers", a file, a Moses prefix, tfds:NAME
     target_path: str = None  # the target file of a Moses pair
     source_language: str = "en"
     target_language: str = "fr"
     run_dir: str = "runs/bible_en_fr"
-    preset: str = "small"
+    preset: str = "tiny"  # measured: more BLEU in 10 CPU-minutes than "small"
     vocabulary_size: int = 8000  # shared SentencePiece BPE vocabulary
     tokens_per_batch: int = 4096  # the paper's 25,000, scaled to a CPU
     max_length: int = 128  # tokens a side, bos/eos included
