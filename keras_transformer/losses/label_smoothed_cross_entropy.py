@@ -6,6 +6,18 @@ from keras import ops
 from keras_transformer.validation import check_rate
 
 
+def token_weights(labels, pad_id, sample_weight=None):
+    """float32 `(batch, seq)`: 1 at real tokens, 0 at `pad_id`, times
+    `sample_weight` (`(batch,)` or `(batch, seq)`) if given."""
+    weights = ops.cast(ops.not_equal(labels, pad_id), "float32")
+    if sample_weight is None:
+        return weights
+    sample_weight = ops.cast(sample_weight, "float32")
+    if len(sample_weight.shape) == 1:
+        sample_weight = sample_weight[:, None]
+    return weights * sample_weight
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Cross-entropy against `(1 - eps) * one_hot(y) + eps / V`, sparsely.
@@ -61,14 +73,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return losses * real
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        losses = self.call(y_true, y_pred)  # (batch, seq)
-        weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            if len(sample_weight.shape) == 1:
-                sample_weight = sample_weight[:, None]
-            weights = weights * sample_weight
-            losses = losses * sample_weight
+        weights = token_weights(y_true, self.pad_id, sample_weight)  # (batch, seq)
+        losses = self.call(y_true, y_pred) * weights
         # Mean over real tokens; 0 for a batch with none.
         return ops.divide_no_nan(ops.sum(losses), ops.sum(weights))
 

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.losses.label_smoothed_cross_entropy import token_weights
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MaskedAccuracy(keras.metrics.Metric):
@@ -33,12 +35,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels = ops.cast(y_true, "int32")  # (batch, seq)
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        weights = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            if len(sample_weight.shape) == 1:
-                sample_weight = sample_weight[:, None]
-            weights = weights * sample_weight
+        weights = token_weights(labels, self.pad_id, sample_weight)
         hits = ops.cast(ops.equal(labels, predicted), "float32") * weights
         self.correct.assign_add(ops.sum(hits))
         self.count.assign_add(ops.sum(weights))
