@@ -20,21 +20,22 @@ $(STAMP): pyproject.toml
 demo: install
 	KERAS_BACKEND=$${KERAS_BACKEND:-torch} $(PY) -m keras_transformer train
 
-# The whole suite once per backend, then the cross-backend checks; fails if
-# any run fails, after running them all.
+# The whole suite once per backend, then the tests marked `once` (the
+# cross-backend checks and the notebooks); fails if any run fails, after
+# running them all.
 test: install
 	@status=0; \
 	for backend in $(BACKENDS); do \
 		echo "=== KERAS_BACKEND=$$backend"; \
-		KERAS_BACKEND=$$backend $(PY) -m pytest -q -m "not cross_backend" || status=1; \
+		KERAS_BACKEND=$$backend $(PY) -m pytest -q -m "not once" || status=1; \
 	done; \
-	echo "=== cross-backend"; \
-	$(PY) -m pytest -q -m cross_backend || status=1; \
+	echo "=== once: cross-backend, notebooks"; \
+	$(PY) -m pytest -q -m once || status=1; \
 	exit $$status
 
 # One backend only, e.g. `make test-backend BACKEND=jax`.
 test-backend: install
-	KERAS_BACKEND=$(BACKEND) $(PY) -m pytest -q -m "not cross_backend"
+	KERAS_BACKEND=$(BACKEND) $(PY) -m pytest -q -m "not once"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -11,5 +11,6 @@ from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import PRESETS, Transformer
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import WarmupSchedule
+from keras_transformer.translator import Translator
 
 __version__ = "0.1.0"

@@ -48,7 +48,9 @@ class Translator:
         self.max_source_length = max_source_length or model.max_length
         self.length_multiple = length_multiple
 
-    def _encode(self, sentences):
+    def encode(self, sentences):
+        """The source token ids the model sees: pieces + eos, truncated to
+        `max_source_length` (with a warning); a list of lists of int."""
         ids = self.tokenizer(list(sentences))
         ids = ids.to_list() if hasattr(ids, "to_list") else [list(x) for x in ids]
         encoded = []
@@ -75,7 +77,7 @@ class Translator:
         todo = [i for i, s in enumerate(sentences) if s.strip()]
         if not todo:
             return results
-        encoded = self._encode([sentences[i] for i in todo])
+        encoded = self.encode([sentences[i] for i in todo])
         order = sorted(range(len(todo)), key=lambda j: len(encoded[j]))
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
@@ -107,6 +109,13 @@ class Translator:
         self.model.save(os.path.join(directory, MODEL_FILE))
         with open(os.path.join(directory, TOKENIZER_FILE), "wb") as f:
             f.write(self.tokenizer.proto)
+
+    def export_saved_model(self, path):
+        """Exports this translator, string in and string out, as a TensorFlow
+        SavedModel (TensorFlow backend); see `keras_transformer.export`."""
+        from keras_transformer.export import export_saved_model
+
+        export_saved_model(self, path)
 
     @classmethod
     def load(cls, directory, **kwargs):

@@ -2,7 +2,7 @@
 
 Each backend runs in its own process (the backend is fixed at import), so
 this module runs once, not once per backend: `make test` selects it with
-`-m cross_backend`.
+`-m once`.
 """
 
 import json
@@ -51,7 +51,7 @@ def run(backend, script, out):
     return result.stdout.strip().splitlines()
 
 
-@pytest.mark.cross_backend
+@pytest.mark.once
 def test_saved_on_each_backend_loads_on_the_others(tmp_path):
     for saver in BACKENDS:
         run(saver, SAVE, str(tmp_path / saver))

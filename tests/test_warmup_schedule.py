@@ -41,6 +41,21 @@ def test_paper_adam_and_serialization():
     assert WarmupSchedule.from_config(config).get_config() == config
 
 
+def test_from_peak_keeps_the_shape_and_sets_the_peak():
+    paper = WarmupSchedule(d_model=64, warmup_steps=200)
+    assert paper.peak == pytest.approx(64 ** -0.5 * 200 ** -0.5)  # 8.84e-3
+    schedule = WarmupSchedule.from_peak(64, 200, peak=2e-3)
+    assert schedule.peak == pytest.approx(2e-3)
+    assert lrate(schedule, 200) == pytest.approx(2e-3, rel=1e-5)
+    for step_num in (1, 50, 200, 800):
+        assert lrate(schedule, step_num) == pytest.approx(
+            lrate(paper, step_num) * 2e-3 / paper.peak, rel=1e-5)
+    optimizer = transformer_adam(64, 200, peak=2e-3)
+    assert float(to_numpy(optimizer.learning_rate)) == pytest.approx(lrate(schedule, 1))
+    with pytest.raises(ValueError, match="peak=0"):
+        WarmupSchedule.from_peak(64, 200, peak=0)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(d_model=0), "d_model=0"),
     (dict(d_model=512, warmup_steps=-1), "warmup_steps=-1"),

@@ -4,8 +4,10 @@ Sentence pairs are tokenized with the shared SentencePiece vocabulary, given
 bos/eos, and batched by approximate length with a token budget per batch
 (the paper's ~25,000 source + 25,000 target tokens, scaled to the machine).
 Each side of a batch is padded up to a bucket boundary, so the model sees a
-bounded set of shapes (about 50 on the embedded corpus) that XLA
-(TensorFlow, JAX) compiles once each.
+bounded set of shapes (about 50 on the embedded corpus). With
+`static_shapes=True` both sides and the batch dimension are padded to the
+bucket's size, so there is exactly one shape per bucket: what XLA
+(TensorFlow, JAX) wants, as it compiles every new shape.
 """
 
 import numpy as np
@@ -24,7 +26,8 @@ def bucket_boundaries(max_length, min_length=4, step=1.1):
 
 
 def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
-                 long_pairs="drop", shuffle=True, seed=0, repeat=False):
+                 long_pairs="drop", shuffle=True, seed=0, repeat=False,
+                 static_shapes=False):
     """A `tf.data.Dataset` of `({"encoder_token_ids", "decoder_token_ids"},
     target_ids)` batches for teacher forcing.
 
@@ -43,6 +46,9 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         shuffle: bool, shuffle pairs and batches.
         seed: int, the shuffle seed.
         repeat: bool, repeat forever (for `steps_per_epoch`).
+        static_shapes: bool, one shape per bucket: `(tokens_per_batch // L,
+            L)` on both sides. A bucket's last, partial batch is filled with
+            rows of padding, which the loss and metrics ignore.
 
     Returns:
         A batched, prefetched `tf.data.Dataset`.
@@ -107,7 +113,9 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         pad_to_bucket_boundary=False,
     )
     dataset = dataset.map(
-        lambda inputs, labels: _pad_to_bucket(inputs, labels, boundaries)
+        lambda inputs, labels: _pad_to_bucket(
+            inputs, labels, boundaries, tokens_per_batch if static_shapes else None
+        )
     )
     if shuffle:
         dataset = dataset.shuffle(64, seed=seed)
@@ -116,19 +124,35 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _pad_to_bucket(inputs, labels, boundaries):
+def _pad_to_bucket(inputs, labels, boundaries, tokens_per_batch=None):
     """Pads encoder and decoder sides each to the smallest boundary that
-    holds them, so a batch's shape is one of a few per bucket."""
+    holds them, so a batch's shape is one of a few per bucket. With
+    `tokens_per_batch`, pads both sides to the boundary of the longer one
+    and the batch to `tokens_per_batch // boundary` rows: one shape per
+    bucket."""
     import tensorflow as tf
 
     table = tf.constant(boundaries, tf.int32)
 
-    def pad(x):
-        length = tf.shape(x)[1]
-        target = tf.gather(table, tf.searchsorted(table, [length])[0])
-        return tf.pad(x, [[0, 0], [0, target - length]], constant_values=PAD_ID)
+    def boundary(length):
+        return tf.gather(table, tf.searchsorted(table, [length])[0])
 
-    return {k: pad(v) for k, v in inputs.items()}, pad(labels)
+    def pad(x, length, rows):
+        padding = [[0, rows - tf.shape(x)[0]], [0, length - tf.shape(x)[1]]]
+        return tf.pad(x, padding, constant_values=PAD_ID)
+
+    if tokens_per_batch is None:
+        def fit(x):
+            return pad(x, boundary(tf.shape(x)[1]), tf.shape(x)[0])
+    else:
+        length = boundary(tf.maximum(
+            tf.shape(inputs["encoder_token_ids"])[1], tf.shape(labels)[1]))
+        rows = tokens_per_batch // length
+
+        def fit(x):
+            return pad(x, length, rows)
+
+    return {k: fit(v) for k, v in inputs.items()}, fit(labels)
 
 
 def padding_efficiency(dataset, max_batches=None):
@@ -137,11 +161,22 @@ def padding_efficiency(dataset, max_batches=None):
     Returns:
         A float in (0, 1].
     """
-    real = slots = 0
-    for i, (inputs, labels) in enumerate(dataset.as_numpy_iterator()):
-        if max_batches is not None and i >= max_batches:
+    return batch_statistics(dataset, max_batches)["padding_efficiency"]
+
+
+def batch_statistics(dataset, max_batches=None):
+    """One pass over `dataset`: its number of batches and its padding
+    efficiency (real tokens / batch slots, encoder inputs and labels).
+
+    Returns:
+        A dict with "batches" and "padding_efficiency".
+    """
+    batches = real = slots = 0
+    for inputs, labels in dataset.as_numpy_iterator():
+        if max_batches is not None and batches >= max_batches:
             break
+        batches += 1
         for ids in (inputs["encoder_token_ids"], labels):
             real += int(np.count_nonzero(ids))
             slots += ids.size
-    return real / slots
+    return {"batches": batches, "padding_efficiency": real / max(slots, 1)}

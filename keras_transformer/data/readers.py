@@ -126,7 +126,7 @@ def _tfds_pairs(spec, source_language, target_language):
     name, _, split = spec[len("tfds:"):].partition(":")
     split = split or "train"
     try:
-        builder = tfds.builder(name)
+        builder = tfds.builder(name, data_dir=os.environ.get("TFDS_DATA_DIR"))
     except Exception as error:  # noqa: BLE001 - TFDS raises many kinds here
         raise ValueError(f"Unknown TensorFlow Datasets name {name!r}: {error}") from None
     if not builder.is_prepared():

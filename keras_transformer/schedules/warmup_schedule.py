@@ -35,6 +35,24 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.warmup_steps = warmup_steps
         self.scale = scale
 
+    @classmethod
+    def from_peak(cls, d_model, warmup_steps, peak):
+        """The schedule of the same shape whose rate at the end of warmup
+        is `peak` (the paper's base model peaks at 512^-0.5 * 4000^-0.5 =
+        6.99e-4; the unscaled formula gives small models with short warmups
+        far higher peaks, e.g. 8.8e-3 for d_model 64 and 200 steps)."""
+        if not peak > 0:
+            raise ValueError(f"`peak` must be positive. Received: peak={peak!r}")
+        check_positive_int("d_model", d_model)
+        check_positive_int("warmup_steps", warmup_steps)
+        unscaled = float(d_model) ** -0.5 * float(warmup_steps) ** -0.5
+        return cls(d_model, warmup_steps, scale=peak / unscaled)
+
+    @property
+    def peak(self):
+        """The highest rate, reached at step_num = `warmup_steps`."""
+        return self.scale * float(self.d_model) ** -0.5 * float(self.warmup_steps) ** -0.5
+
     def __call__(self, step):
         step_num = ops.cast(step, "float32") + 1.0
         rising = step_num * float(self.warmup_steps) ** -1.5

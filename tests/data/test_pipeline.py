@@ -23,10 +23,11 @@ def numbers_tokenizer(numbers_tokenizer_path):
 def test_tokenizer_round_trip_and_special_ids(numbers_tokenizer):
     tokenizer, path = numbers_tokenizer
     texts = ["three hundred and twelve", "5 décembre 2050", "Ünïcode ☃ unknown"]
-    ids = [list(map(int, x)) for x in tokenizer(texts).to_list()] if hasattr(
-        tokenizer(texts), "to_list") else [list(map(int, x)) for x in tokenizer(texts)]
-    decoded = [str(np.asarray(t).item().decode()) if isinstance(np.asarray(t).item(), bytes)
-               else str(t) for t in load_tokenizer(path).detokenize(ids[:2])]
+    ids = tokenizer(texts)
+    ids = ids.to_list() if hasattr(ids, "to_list") else ids  # ragged on TensorFlow
+    ids = [[int(t) for t in row] for row in ids]
+    decoded = np.asarray(load_tokenizer(path).detokenize(ids[:2])).tolist()
+    decoded = [t.decode() if isinstance(t, bytes) else t for t in decoded]
     assert decoded == texts[:2]
     assert 3 in ids[2]  # characters never seen in training map to unk (3)
     vocab = tokenizer.get_vocabulary()
@@ -54,6 +55,30 @@ def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer)
             assert e[np.count_nonzero(e) - 1] == EOS_ID
         count += enc.shape[0]
     assert count == len(pairs)
+
+
+def test_static_shapes_give_one_shape_per_bucket(numbers_tokenizer):
+    tokenizer, _ = numbers_tokenizer
+    pairs = numbers_and_dates("valid")
+    boundaries = bucket_boundaries(64)
+    dynamic = make_dataset(pairs, tokenizer, 256, 64, shuffle=False)
+    static = make_dataset(pairs, tokenizer, 256, 64, shuffle=False, static_shapes=True)
+    shapes, rows = set(), 0
+    for (inputs, labels), (same, _) in zip(static.as_numpy_iterator(),
+                                           dynamic.as_numpy_iterator()):
+        enc, dec = inputs["encoder_token_ids"], inputs["decoder_token_ids"]
+        length = enc.shape[1]
+        assert length in boundaries and enc.shape == dec.shape == labels.shape
+        assert enc.shape[0] == 256 // length  # full, padding rows included
+        shapes.add(enc.shape)
+        # The same pairs as the dynamic batch, zero-padded.
+        n, width = same["encoder_token_ids"].shape
+        np.testing.assert_array_equal(enc[:n, :width], same["encoder_token_ids"])
+        assert not enc[n:].any() and not labels[n:].any() and not enc[:, width:].any()
+        rows += n
+    assert rows == len(pairs)
+    assert len(shapes) == len({s[1] for s in shapes})  # one shape per bucket
+    assert padding_efficiency(static) < padding_efficiency(dynamic)
 
 
 def test_long_pairs_dropped_or_truncated(numbers_tokenizer):

@@ -83,3 +83,40 @@ def test_tsv_line_without_tab_and_bad_json(tmp_path):
 def test_unknown_format(tmp_path):
     with pytest.raises(ValueError, match="Cannot tell the format"):
         read_corpus(write(tmp_path / "pairs.csv", "a,b\n"))
+
+
+def test_tfds_dataset_prepared_locally(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
+
+    pairs = [("one", "un"), ("two", "deux"), ("", "vide"), ("three", "trois")]
+
+    class KtTinyPairs(tfds.core.GeneratorBasedBuilder):
+        """A TFDS dataset built from local data only (nothing downloaded)."""
+
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            features = tfds.features.FeaturesDict(
+                {"en": tfds.features.Text(), "fr": tfds.features.Text()})
+            return self.dataset_info_from_configs(features=features)
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for i, (en, fr) in enumerate(pairs):
+                yield i, {"en": en, "fr": fr}
+
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        read_corpus("tfds:kt_tiny_pairs:train")
+    KtTinyPairs(data_dir=str(tmp_path)).download_and_prepare()
+    got, report = read_corpus("tfds:kt_tiny_pairs:train")
+    assert sorted(got) == sorted(p for p in pairs if p[0])
+    assert (report.read, report.kept, report.dropped_empty) == (4, 3, 1)
+
+
+def test_unknown_tfds_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="no_such_dataset_kt"):
+        read_corpus("tfds:no_such_dataset_kt")

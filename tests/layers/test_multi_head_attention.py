@@ -45,8 +45,6 @@ def test_matches_numpy_with_padding_and_explicit_mask(return_scores):
 def test_causal_mask_matches_numpy():
     layer = make_layer()
     query, _ = inputs()
-    layer = MultiHeadAttention(num_heads=4, key_dim=4)
-    layer.build((B, T, D))
     causal = np.tril(np.ones((T, T), bool))[None].repeat(B, 0)
     expected, _ = numpy_attention(layer, query, query, causal)
     out = layer(query, use_causal_mask=True)

@@ -2,12 +2,17 @@
 resume, averaging, the saved translator."""
 
 import csv
+import io
+import json
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
 import pytest
 
+from keras_transformer import cli
 from keras_transformer.data.embedded import numbers_and_dates
 from keras_transformer.training import TrainConfig, average_checkpoints, list_checkpoints, train
 from keras_transformer.translator import Translator
@@ -15,17 +20,18 @@ from keras_transformer.translator import Translator
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """4 epochs on generated numbers and dates, then 4 more with --resume."""
     root = tmp_path_factory.mktemp("run")
     corpus = root / "numbers.tsv"
-    corpus.write_text("".join(f"{en}\t{fr}\n" for en, fr in numbers_and_dates(size=400)))
+    corpus.write_text("".join(f"{en}\t{fr}\n" for en, fr in numbers_and_dates(size=3000)))
     config = TrainConfig(
         corpus=str(corpus), run_dir=str(root / "run"), preset="tiny",
-        vocabulary_size=200, tokens_per_batch=512, max_length=32, epochs=1,
-        max_minutes=0, warmup_steps=50, eval_sentences=4, average_last=2,
+        vocabulary_size=300, tokens_per_batch=1024, max_length=32, epochs=4,
+        max_minutes=0, warmup_steps=100, eval_sentences=100, average_last=2,
         beam_size=2,
     )
     first = train(config)
-    config.epochs, config.resume = 2, True
+    config.epochs, config.resume = 8, True
     second = train(config)
     return config, first, second
 
@@ -34,16 +40,22 @@ def test_resume_continues_at_the_right_step(run):
     config, first, second = run
     assert second["steps"] == 2 * first["steps"] > 0
     with open(os.path.join(config.run_dir, "history.csv")) as f:
-        assert [row["epoch"] for row in csv.DictReader(f)] == ["0", "1"]
+        assert [row["epoch"] for row in csv.DictReader(f)] == [str(e) for e in range(8)]
     checkpoints = list_checkpoints(os.path.join(config.run_dir, "checkpoints"))
-    assert [epoch for epoch, _ in checkpoints] == [1, 2]
-    for key in ("bleu", "chrf", "padding_efficiency"):
-        assert 0 <= second[key] <= 100
+    assert [epoch for epoch, _ in checkpoints] == [4, 5, 6, 7, 8]  # keep_checkpoints=5
+
+
+def test_training_on_numbers_learns_to_translate(run):
+    # Measured on torch: BLEU 63 / chrF 75 after 8 epochs (208 steps);
+    # an untrained model scores BLEU 0.0 / chrF < 2 here.
+    _, first, second = run
+    assert second["bleu"] >= 30.0 and second["chrf"] >= 50.0
+    assert second["bleu"] > first["bleu"]
 
 
 def test_average_is_the_mean_of_the_checkpoints(run):
     config, _, _ = run
-    paths = [p for _, p in list_checkpoints(os.path.join(config.run_dir, "checkpoints"))]
+    paths = [p for _, p in list_checkpoints(os.path.join(config.run_dir, "checkpoints"))][-2:]
     averaged = average_checkpoints(paths)
     a, b = (keras.saving.load_model(p, compile=False).get_weights() for p in paths)
     for got, x, y in zip(averaged.get_weights(), a, b):
@@ -63,3 +75,54 @@ def test_saved_translator_handles_bad_input(run):
     assert translator.translate(["twelve"]) == [out[2]]  # batching changes nothing
     with pytest.raises(TypeError, match="list of strings"):
         translator.translate("twelve")
+
+
+SENTENCES = ["twelve", "", "March 3, 1999", "four hundred and six", "☃"]
+
+
+def test_translate_command_reads_a_file_and_stdin(run, tmp_path, monkeypatch, capsys):
+    config, _, _ = run
+    expected = Translator.load(config.run_dir).translate(SENTENCES)
+    path = tmp_path / "sentences.txt"
+    path.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    # The installed entry point, in its own process, on a file.
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer", "translate", config.run_dir,
+         "--input", str(path), "--batch-size", "2"],
+        capture_output=True, text=True, check=True,
+    )
+    assert result.stdout.split("\n") == expected + [""]
+    # The same command in this process, on stdin.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(SENTENCES) + "\n"))
+    assert cli.main(["translate", config.run_dir]) == 0
+    assert capsys.readouterr().out.split("\n") == expected + [""]
+
+
+# Loads the SavedModel with keras_transformer made unimportable.
+SERVE = """
+import json, sys
+sys.modules["keras_transformer"] = None
+import tensorflow as tf
+import tensorflow_text  # registers the SentencePiece ops
+translator = tf.saved_model.load(sys.argv[1])
+out = translator.translate(tf.constant(json.loads(sys.argv[2])))
+print(json.dumps([s.decode("utf-8") for s in out.numpy()]))
+"""
+
+
+def test_saved_model_translates_without_the_package(run, tmp_path):
+    config, _, _ = run
+    translator = Translator.load(config.run_dir, max_source_length=8)
+    if keras.backend.backend() != "tensorflow":
+        with pytest.raises(RuntimeError, match="TensorFlow backend"):
+            translator.export_saved_model(str(tmp_path / "exported"))
+        return
+    translator.export_saved_model(str(tmp_path / "exported"))
+    sentences = SENTENCES + ["one two three four five six seven eight nine"]
+    with pytest.warns(UserWarning, match="max_source_length=8"):
+        expected = translator.translate(sentences)
+    result = subprocess.run(
+        [sys.executable, "-c", SERVE, str(tmp_path / "exported"), json.dumps(sentences)],
+        capture_output=True, text=True, check=True,
+    )
+    assert json.loads(result.stdout) == expected

@@ -1,0 +1,57 @@
+"""The examples run: the notebooks top to bottom (nbclient) with small
+settings, drawing their pictures, and the own-data training script. Marked
+`once`: they pick their own backend (torch unless KERAS_BACKEND is set)."""
+
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from keras_transformer.data.embedded import numbers_and_dates
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "examples")
+
+# notebook --> (the small settings that replace its "parameters" cell,
+# the number of pictures it must draw)
+NOTEBOOKS = {
+    "quickstart.ipynb": ("TRAIN_STEPS = 30\nVOCABULARY_SIZE = 500\n"
+                         "TOKENS_PER_BATCH = 1024\nTEST_SENTENCES = 2", 2),
+    "paper_tour.ipynb": ('COPY_TASK_STEPS = 128\nTABLE3_ROWS = ["base", "A1", "E"]', 2),
+}
+
+
+@pytest.mark.once
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_notebook_runs_and_draws(name, tmp_path):
+    small_settings, pictures = NOTEBOOKS[name]
+    notebook = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+    parameters = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(parameters) == 1, "each notebook has one cell tagged 'parameters'"
+    parameters[0].source = small_settings
+    NotebookClient(notebook, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    images = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs
+              if "image/png" in o.get("data", {})]
+    errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs
+              if o.get("output_type") == "error"]
+    assert not errors
+    assert len(images) >= pictures
+
+
+@pytest.mark.once
+def test_own_data_script_trains_and_translates_stdin(tmp_path):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("".join(f"{en}\t{fr}\n" for en, fr in numbers_and_dates(size=300)))
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "train_own_data.py"), str(corpus),
+         "--minutes", "0.1", "--run-dir", str(run_dir)],
+        input="twelve\n", capture_output=True, text=True, timeout=600,
+        env={**os.environ, "KERAS_BACKEND": os.environ.get("KERAS_BACKEND", "torch")},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "BLEU" in result.stdout and "fr: " in result.stdout
+    assert (run_dir / "model.keras").is_file() and (run_dir / "tokenizer.model").is_file()
