@@ -27,7 +27,7 @@ def bucket_boundaries(max_length, min_length=4, step=1.1):
 
 def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
                  long_pairs="drop", shuffle=True, seed=0, repeat=False,
-                 static_shapes=False):
+                 static_shapes=False, batch_multiple=1):
     """A `tf.data.Dataset` of `({"encoder_token_ids", "decoder_token_ids"},
     target_ids)` batches for teacher forcing.
 
@@ -49,6 +49,10 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         static_shapes: bool, one shape per bucket: `(tokens_per_batch // L,
             L)` on both sides. A bucket's last, partial batch is filled with
             rows of padding, which the loss and metrics ignore.
+        batch_multiple: int, every batch's row count is a multiple of it:
+            the number of data-parallel replicas, which split the rows.
+            Bucket batch sizes are rounded down to a multiple (at least one)
+            and a bucket's last batch is filled up with rows of padding.
 
     Returns:
         A batched, prefetched `tf.data.Dataset`.
@@ -61,7 +65,12 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         )
     if not pairs:
         raise ValueError("`pairs` is empty: there is nothing to train on.")
+    if not isinstance(batch_multiple, int) or batch_multiple < 1:
+        raise ValueError(f"`batch_multiple` must be an int >= 1. Received: {batch_multiple!r}")
     boundaries = bucket_boundaries(max_length)
+    # Rows of a bucket-L batch: the token budget over L, in whole multiples.
+    batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
+                   for length in boundaries]
     if tokens_per_batch < max_length:
         raise ValueError(
             f"`tokens_per_batch` must be >= max_length={max_length} so that "
@@ -105,7 +114,7 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     dataset = dataset.bucket_by_sequence_length(
         element_length_func=lambda inputs, labels: pair_length(inputs, labels) - 1,
         bucket_boundaries=boundaries,
-        bucket_batch_sizes=[max(1, tokens_per_batch // b) for b in boundaries + [max_length]],
+        bucket_batch_sizes=batch_sizes + batch_sizes[-1:],  # the last: never used
         padded_shapes=(
             {"encoder_token_ids": [None], "decoder_token_ids": [None]}, [None]
         ),
@@ -114,8 +123,8 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     )
     dataset = dataset.map(
         lambda inputs, labels: _pad_to_bucket(
-            inputs, labels, boundaries, tokens_per_batch if static_shapes else None
-        )
+            inputs, labels, boundaries, batch_sizes if static_shapes else None,
+            batch_multiple)
     )
     if shuffle:
         dataset = dataset.shuffle(64, seed=seed)
@@ -124,35 +133,31 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _pad_to_bucket(inputs, labels, boundaries, tokens_per_batch=None):
+def _pad_to_bucket(inputs, labels, boundaries, batch_sizes=None, batch_multiple=1):
     """Pads encoder and decoder sides each to the smallest boundary that
-    holds them, so a batch's shape is one of a few per bucket. With
-    `tokens_per_batch`, pads both sides to the boundary of the longer one
-    and the batch to `tokens_per_batch // boundary` rows: one shape per
-    bucket."""
+    holds them, and the rows to a multiple of `batch_multiple`, so a batch's
+    shape is one of a few per bucket. With `batch_sizes` (rows per bucket),
+    pads both sides to the boundary of the longer one and the rows to the
+    bucket's batch size: one shape per bucket."""
     import tensorflow as tf
 
     table = tf.constant(boundaries, tf.int32)
 
-    def boundary(length):
-        return tf.gather(table, tf.searchsorted(table, [length])[0])
+    def bucket(length):
+        return tf.searchsorted(table, [length])[0]
 
-    def pad(x, length, rows):
-        padding = [[0, rows - tf.shape(x)[0]], [0, length - tf.shape(x)[1]]]
+    rows = tf.shape(labels)[0]
+    rows = (rows + batch_multiple - 1) // batch_multiple * batch_multiple
+    if batch_sizes is not None:
+        shared = bucket(tf.maximum(tf.shape(inputs["encoder_token_ids"])[1], tf.shape(labels)[1]))
+        rows = tf.constant(batch_sizes, tf.int32)[shared]
+
+    def pad(x):
+        index = bucket(tf.shape(x)[1]) if batch_sizes is None else shared
+        padding = [[0, rows - tf.shape(x)[0]], [0, table[index] - tf.shape(x)[1]]]
         return tf.pad(x, padding, constant_values=PAD_ID)
 
-    if tokens_per_batch is None:
-        def fit(x):
-            return pad(x, boundary(tf.shape(x)[1]), tf.shape(x)[0])
-    else:
-        length = boundary(tf.maximum(
-            tf.shape(inputs["encoder_token_ids"])[1], tf.shape(labels)[1]))
-        rows = tokens_per_batch // length
-
-        def fit(x):
-            return pad(x, length, rows)
-
-    return {k: fit(v) for k, v in inputs.items()}, fit(labels)
+    return {k: pad(v) for k, v in inputs.items()}, pad(labels)
 
 
 def padding_efficiency(dataset, max_batches=None):

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.distribution import sum_over_replicas
 from keras_transformer.validation import check_rate
 
 
@@ -75,8 +76,10 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def __call__(self, y_true, y_pred, sample_weight=None):
         weights = token_weights(y_true, self.pad_id, sample_weight)  # (batch, seq)
         losses = self.call(y_true, y_pred) * weights
-        # Mean over real tokens; 0 for a batch with none.
-        return ops.divide_no_nan(ops.sum(losses), ops.sum(weights))
+        # Mean over the real tokens of the global batch; 0 for a batch with
+        # none. Under tf.distribute each replica divides its own sum by the
+        # global count, and the replicas' gradients are summed.
+        return ops.divide_no_nan(ops.sum(losses), sum_over_replicas(ops.sum(weights)))
 
     def get_config(self):
         return {"name": self.name, "epsilon": self.epsilon, "pad_id": self.pad_id}

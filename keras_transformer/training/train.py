@@ -19,6 +19,7 @@ import keras
 from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
 from keras_transformer.data.readers import read_corpus
+from keras_transformer.distribution import Parallelism
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
@@ -62,6 +63,9 @@ class TrainConfig:
     eval_sentences: int = 1000  # test sentences for BLEU (0 = all)
     resume: bool = False
     jit_compile: str = "auto"
+    # "none", "data" or "model:K" (keras_transformer.distribution); the
+    # token budget is global, split over the data-parallel replicas.
+    distribution: str = "none"
     seed: int = 0
 
 
@@ -101,12 +105,13 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def build_model(config, vocabulary_size):
+def build_model(config, vocabulary_size, parallelism):
     overrides = {"vocabulary_size": vocabulary_size, "max_length": max(
         config.max_length, PRESETS[config.preset]["config"]["max_length"])}
     if config.dropout_rate is not None:
         overrides["dropout_rate"] = config.dropout_rate
     model = Transformer.from_preset(config.preset, **overrides)
+    parallelism.check_model(model.num_heads, model.d_ff, model.d_model)
     model.compile(
         optimizer=transformer_adam(model.d_model, config.warmup_steps,
                                    peak=config.peak_learning_rate or None),
@@ -133,6 +138,7 @@ def evaluate_bleu(translator, pairs):
 def train(config):
     """Runs the training program; returns a dict of results."""
     keras.utils.set_random_seed(config.seed)
+    parallelism = Parallelism(config.distribution)  # fails early on a bad spec
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     os.makedirs(config.run_dir, exist_ok=True)
     train_pairs, valid_pairs, test_pairs = load_splits(config)
@@ -159,10 +165,12 @@ def train(config):
 
         stats = batch_statistics(make_dataset(
             pairs, tokenizer, config.tokens_per_batch, config.max_length,
-            config.long_pairs, shuffle=False, static_shapes=static_shapes))
+            config.long_pairs, shuffle=False, static_shapes=static_shapes,
+            batch_multiple=parallelism.data_parallel_size))
         data = make_dataset(pairs, tokenizer, config.tokens_per_batch,
                             config.max_length, config.long_pairs, shuffle=shuffle,
-                            seed=config.seed, static_shapes=static_shapes)
+                            seed=config.seed, static_shapes=static_shapes,
+                            batch_multiple=parallelism.data_parallel_size)
         return data.apply(tf.data.experimental.assert_cardinality(stats["batches"])), stats
 
     (train_data, train_stats), (valid_data, _) = (
@@ -171,25 +179,26 @@ def train(config):
     print(f"{train_stats['batches']} batches an epoch; padding efficiency (real "
           f"tokens / batch slots): {efficiency:.1%}")
 
-    if checkpoints:
-        initial_epoch, path = checkpoints[-1]
-        model = keras.saving.load_model(path)
-        print(f"resuming from {path} (epoch {initial_epoch}, step "
-              f"{int(model.optimizer.iterations)})")
-    else:
-        initial_epoch = 0
-        model = build_model(config, vocabulary_size)
     callbacks = [
         AtomicCheckpoint(checkpoint_dir, keep=max(config.keep_checkpoints, config.average_last)),
         keras.callbacks.TensorBoard(os.path.join(config.run_dir, "logs")),
         keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
-                                  append=initial_epoch > 0),
+                                  append=bool(checkpoints)),
         TimeBudget(config.max_minutes),
     ]
     start = time.monotonic()
-    model.fit(train_data, validation_data=valid_data, epochs=config.epochs,
-              initial_epoch=initial_epoch, callbacks=callbacks, verbose=2,
-              shuffle=False)  # the pipeline shuffles
+    with parallelism.scope():
+        if checkpoints:
+            initial_epoch, path = checkpoints[-1]
+            model = keras.saving.load_model(path)
+            print(f"resuming from {path} (epoch {initial_epoch}, step "
+                  f"{int(model.optimizer.iterations)})")
+        else:
+            initial_epoch = 0
+            model = build_model(config, vocabulary_size, parallelism)
+        model.fit(train_data, validation_data=valid_data, epochs=config.epochs,
+                  initial_epoch=initial_epoch, callbacks=callbacks, verbose=2,
+                  shuffle=False)  # the pipeline shuffles
     minutes = (time.monotonic() - start) / 60.0
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
 
@@ -209,6 +218,8 @@ def train(config):
         "test_sentences": len(test), "training_minutes": minutes,
         "steps": steps,
         "padding_efficiency": efficiency, "backend": keras.backend.backend(),
+        "distribution": config.distribution,
+        "data_parallel_size": parallelism.data_parallel_size,
         "parameters": model.count_params(),
     }
     with open(os.path.join(config.run_dir, "results.json"), "w") as f:

@@ -81,6 +81,25 @@ def test_static_shapes_give_one_shape_per_bucket(numbers_tokenizer):
     assert padding_efficiency(static) < padding_efficiency(dynamic)
 
 
+@pytest.mark.parametrize("static_shapes", [False, True])
+def test_batch_rows_are_a_multiple_of_the_replicas(numbers_tokenizer, static_shapes):
+    tokenizer, _ = numbers_tokenizer
+    pairs = numbers_and_dates("valid")
+    data = make_dataset(pairs, tokenizer, 256, 64, shuffle=False,
+                        static_shapes=static_shapes, batch_multiple=3)
+    rows = real = 0
+    for inputs, labels in data.as_numpy_iterator():
+        length = max(inputs["encoder_token_ids"].shape[1], labels.shape[1])
+        assert labels.shape[0] % 3 == 0
+        # Bucket sizes are rounded down: never over the token budget.
+        assert labels.shape[0] <= max(3, 256 // length) or not static_shapes
+        rows += labels.shape[0]
+        real += int((labels != 0).any(axis=1).sum())
+    assert real == len(pairs) and rows - real < 3 * 64  # a few padding rows
+    with pytest.raises(ValueError, match="batch_multiple"):
+        make_dataset(pairs, tokenizer, batch_multiple=0)
+
+
 def test_long_pairs_dropped_or_truncated(numbers_tokenizer):
     tokenizer, _ = numbers_tokenizer
     pairs = [("one", "un"), (" ".join(["seven"] * 40), " ".join(["sept"] * 40))]
