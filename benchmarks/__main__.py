@@ -1,37 +1,122 @@
-"""`python -m benchmarks [--rounds N] [--small]`: prints a Markdown table.
+"""`python -m benchmarks [training|decoding|pipeline ...] [--rounds N]
+[--small] [--readme README.md]`: prints a Markdown table.
 
-Run once per backend (KERAS_BACKEND=...). Each comparison runs both sides in
-the same process, alternating, after a compile/warm-up call, and reports the
-median ratio with its min and max.
+Run once per backend (KERAS_BACKEND=...). Each comparison runs both sides
+in the same process, with the same threads, alternating, after a
+compile/warm-up call, and reports the median ratio with its min and max.
+`--readme` also writes the table into the README, between the lines
+`<!-- benchmarks:BACKEND -->` and `<!-- /benchmarks:BACKEND -->`.
 """
 
 import argparse
+import importlib
+import re
+import warnings
 
 import keras
 
-from benchmarks import decoding
+SUITES = ("training", "decoding", "pipeline")
+SMALL = {
+    "training": dict(config=dict(d_model=32, num_heads=2, d_ff=64, num_layers=1,
+                                 vocabulary_size=100, batch=4, length=8),
+                     steps=2, bfloat16_steps=2),
+    "decoding": dict(d_model=32, num_layers=1, vocabulary_size=100, batch=2,
+                     source_length=4, max_extra_length=4),
+    "pipeline": dict(pairs=200, vocabulary_size=300),
+}
+
+
+def _ratio(c):
+    return f"{c['ratio_median']:.2f}x ({c['ratio_min']:.2f}-{c['ratio_max']:.2f})"
+
+
+def _row(what, a, b, c, unit="s"):
+    return f"| {what} | {a} {c['a_s']:.3f} {unit} | {b} {c['b_s']:.3f} {unit} | {_ratio(c)} |"
+
+
+def table(results):
+    """The Markdown table of `results` (suite name -> its `run` result)."""
+    backend = keras.backend.backend()
+    lines = [f"| {backend} | A | B | B / A, median (min-max) |", "|---|---|---|---|"]
+    notes = []
+    if "training" in results:
+        r = results["training"]
+        steps, p = r["steps"], r["parameters"]
+        what = f"training, {steps} steps, {r['target_tokens']} target tokens"
+        lines.append(_row(what, "ours", "keras-hub", r["ours_vs_keras_hub"]))
+        if "ours_vs_torch_native" in r:
+            lines.append(_row(what, "ours", "torch nn.Transformer", r["ours_vs_torch_native"]))
+        b = r["bfloat16"]
+        lines.append(_row("training, ours", "float32", "mixed_bfloat16", b["timing"]))
+        tokens = ", ".join(f"{k} {v:,.0f}" for k, v in r["tokens_per_s"].items())
+        m = r["mfu"]
+        notes += [
+            f"- training throughput (real target tokens/s): {tokens}",
+            "- parameters: " + ", ".join(f"{k} {v:,}" for k, v in p.items()),
+            f"- model FLOPs utilisation (ours): {m['utilisation']:.1%} = "
+            f"{m['flops_per_step'] / 1e9:.1f} GFLOP/step / {m['step_s']:.3f} s / "
+            f"{m['matmul_peak_flops'] / 1e9:.0f} GFLOP/s float32 matmul peak",
+            f"- first-step compile time (ours): {r['compile_s']:.1f} s",
+            f"- mixed_bfloat16: {b['speedup']:.2f}x the float32 speed; loss after "
+            f"the same steps {b['bfloat16_loss']:.3f} vs {b['float32_loss']:.3f} (float32)",
+        ]
+    if "decoding" in results:
+        r = results["decoding"]
+        what = f"beam 4, output length {r['output_length']}"
+        lines.append(_row(what, "cached", "uncached", r["cached_vs_uncached"]))
+        lines.append(_row(what, "ours", "keras-hub BeamSampler", r["ours_vs_keras_hub"]))
+        notes.append(f"- cached beam search: {r['sentences_per_s']:.1f} sentences/s; "
+                     f"cached and uncached give the same output: {r['same_output']}")
+    if "pipeline" in results:
+        r = results["pipeline"]
+        lines.append(_row(f"fit, one epoch, {r['batches']} batches", "tf.data",
+                          "in memory", r["tf_data_vs_memory"]))
+        e = r["padding_efficiency"]
+        notes.append(f"- padding efficiency (real tokens / slots): bucketed {e['bucketed']:.1%}, "
+                     f"padded per random batch {e['per_batch']:.1%}, fixed length "
+                     f"{e['fixed']:.1%}")
+    return "\n".join(lines + [""] + notes)
+
+
+def write_readme(path, text):
+    """Replaces the block between this backend's markers in `path`."""
+    backend = keras.backend.backend()
+    start, end = f"<!-- benchmarks:{backend} -->", f"<!-- /benchmarks:{backend} -->"
+    with open(path, encoding="utf-8") as f:
+        readme = f.read()
+    if start not in readme or end not in readme:
+        raise ValueError(f"{path} has no {start} ... {end} block to write into.")
+    block = f"{start}\n{text}\n{end}"
+    readme = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, readme,
+                    flags=re.S)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(readme)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suites", nargs="*", help=f"any of {', '.join(SUITES)} (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="a tiny configuration, for tests")
+    parser.add_argument("--readme", help="write the table into this README")
     args = parser.parse_args(argv)
-    size = dict(d_model=32, num_layers=1, vocabulary_size=100, batch=2,
-                source_length=4, max_extra_length=4) if args.small else {}
-    r = decoding.run(rounds=args.rounds, **size)
-    print(f"| benchmark ({keras.backend.backend()}) | A | B | B / A median (min-max) |")
-    print("|---|---|---|---|")
-    rows = [("cached_vs_uncached", "cached", "uncached"),
-            ("ours_vs_keras_hub", "ours", "keras-hub BeamSampler")]
-    for key, a, b in rows:
-        c = r[key]
-        print(f"| beam 4, output length {r['output_length']} | {a} {c['a_s']:.3f} s | "
-              f"{b} {c['b_s']:.3f} s | {c['ratio_median']:.2f}x "
-              f"({c['ratio_min']:.2f}-{c['ratio_max']:.2f}) |")
-    print(f"\ncached beam search: {r['sentences_per_s']:.1f} sentences/s; "
-          f"cached and uncached give the same output: {r['same_output']}")
-    return r
+    unknown = sorted(set(args.suites) - set(SUITES))
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(SUITES)}")
+
+    results = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # keras-hub's mask notices, torch's deprecations
+        for suite in args.suites or SUITES:
+            module = importlib.import_module(f"benchmarks.{suite}")
+            results[suite] = module.run(rounds=args.rounds,
+                                        **(SMALL[suite] if args.small else {}))
+    text = table(results)
+    print(text)
+    if args.readme:
+        write_readme(args.readme, text)
+    return results
 
 
 if __name__ == "__main__":

@@ -6,9 +6,6 @@ a fixed buffer and recomputes the whole decoder over it every step, which is
 what decoding costs without a key/value cache.
 """
 
-import statistics
-import time
-
 import keras
 import numpy as np
 from keras import ops
@@ -16,6 +13,8 @@ from keras import ops
 import keras_transformer as kt
 from keras_transformer.decoding.beam_search import beam_search_fn
 from keras_transformer.decoding.compile import CompiledSearch
+
+from benchmarks.timing import compare
 
 
 class UncachedDecoder:
@@ -82,28 +81,6 @@ class KerasHubBeamSearch:
             return logits[:, 0], None, dict(new, source_mask=cache["source_mask"])
 
         return self.sampler(next, prompt, cache=cache, index=1), None
-
-
-def timed(fn, *args):
-    start = time.perf_counter()
-    keras.ops.convert_to_numpy(fn(*args)[0])
-    return time.perf_counter() - start
-
-
-def compare(a, b, source, rounds):
-    """Times `a` and `b` on `source`, alternating, after one warm-up call
-    each; returns their median seconds and the ratio b / a."""
-    a(source), b(source)  # compile
-    times = {"a": [], "b": []}
-    for _ in range(rounds):
-        times["a"].append(timed(a, source))
-        times["b"].append(timed(b, source))
-    ratios = [tb / ta for ta, tb in zip(times["a"], times["b"])]
-    return {
-        "a_s": statistics.median(times["a"]), "b_s": statistics.median(times["b"]),
-        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
-    }
 
 
 def run(d_model=256, num_layers=3, vocabulary_size=8000, batch=8, source_length=14,

@@ -6,7 +6,7 @@ import warnings
 import keras
 import numpy as np
 
-from keras_transformer.data.tokenizer import EOS_ID, TOKENIZER_FILE, load_tokenizer
+from keras_transformer.data.tokenizer import EOS_ID, TOKENIZER_FILE, load_tokenizer, token_ids
 from keras_transformer.decoding import beam_search
 
 MODEL_FILE = "model.keras"
@@ -51,11 +51,9 @@ class Translator:
     def encode(self, sentences):
         """The source token ids the model sees: pieces + eos, truncated to
         `max_source_length` (with a warning); a list of lists of int."""
-        ids = self.tokenizer(list(sentences))
-        ids = ids.to_list() if hasattr(ids, "to_list") else [list(x) for x in ids]
+        sentences = list(sentences)
         encoded = []
-        for sentence, tokens in zip(sentences, ids):
-            tokens = [int(t) for t in tokens]
+        for sentence, tokens in zip(sentences, token_ids(self.tokenizer, sentences)):
             if len(tokens) + 1 > self.max_source_length:
                 warnings.warn(
                     f"A sentence of {len(tokens) + 1} tokens is longer than "

@@ -18,7 +18,7 @@ import os
 import numpy as np
 from keras import ops
 
-from keras_transformer.data.tokenizer import BOS_ID
+from keras_transformer.data.tokenizer import BOS_ID, token_ids
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
@@ -54,9 +54,8 @@ def attention_maps(translator, sentence):
     """
     translation = translator.translate([sentence])[0]
     source = translator.encode([sentence])[0]  # pieces + eos, truncated
-    target_ids = translator.tokenizer([translation]) if translation else [[]]
-    target_ids = target_ids.to_list() if hasattr(target_ids, "to_list") else target_ids
-    target = [BOS_ID] + [int(t) for t in target_ids[0]]
+    target = [BOS_ID] + (token_ids(translator.tokenizer, [translation])[0]
+                         if translation else [])
     model = translator.model
     source_ids = np.asarray([source], "int32")
     encoded, mask, encoder_scores = model.encode(source_ids, return_attention_scores=True)

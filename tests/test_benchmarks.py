@@ -1,4 +1,18 @@
-from benchmarks import decoding
+"""The benchmark code runs on a tiny configuration, one round; no test
+asserts a time."""
+
+import os
+import re
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from benchmarks import decoding, training
+from benchmarks.pipeline import padding_baselines
+from keras_transformer.models import PRESETS, Transformer
 
 
 def test_decoding_benchmark_runs_and_both_sides_agree():
@@ -11,3 +25,76 @@ def test_decoding_benchmark_runs_and_both_sides_agree():
         assert c["a_s"] > 0 and c["b_s"] > 0
         assert c["ratio_min"] <= c["ratio_median"] <= c["ratio_max"]
 
+
+@pytest.mark.parametrize("preset", ["tiny", "base", "big"])
+def test_parameter_formula_matches_count_params(preset):
+    config = PRESETS[preset]["config"]
+    model = Transformer.from_preset(preset, vocabulary_size=1000)
+    counts = training.parameter_counts(config["d_model"], config["d_ff"],
+                                       config["num_layers"], 1000)
+    assert sum(counts.values()) == model.count_params()
+
+
+def test_flop_formula_on_a_known_case():
+    # d_model 4, d_ff 8, 1 layer, V 10, batch 1, length 2, worked by hand:
+    # encoder 4*(16+4) + (2*4*8+8+4) + 2*2*4 = 80 + 76 + 16 = 172 weights,
+    # decoder 2*80 + 76 + 3*8 = 260, embedding 40;
+    # 6 * (172*2 + (260+40)*2) = 5664; attention 3*4*4*1*1*3*2*2 = 576.
+    assert training.parameter_counts(4, 8, 1, 10) == {"encoder": 172, "decoder": 260,
+                                                       "embedding": 40}
+    assert training.training_flops(d_model=4, d_ff=8, num_layers=1, vocabulary_size=10,
+                                   batch=1, length=2) == 5664 + 576
+
+
+def test_batches_are_shifted_and_padded():
+    (source, decoder, labels), = training.make_batches(1, 8, 16, 100)
+    assert source.shape == decoder.shape == labels.shape == (8, 16)
+    for d, y in zip(decoder, labels):
+        n = np.count_nonzero(y)
+        assert 8 <= n <= 16 and d[0] == 1 and not y[n:].any() and not d[n:].any()
+        np.testing.assert_array_equal(d[1:n], y[:n - 1])
+
+
+def test_padding_baselines_by_hand():
+    # Two pairs of lengths (2, 4) and (4, 4): 14 real tokens in 4 sides of 4.
+    result = padding_baselines([(2, 4), (4, 4)], tokens_per_batch=8)
+    assert result["fixed"] == pytest.approx(14 / 16)
+    assert result["per_batch"] == pytest.approx(14 / 16)  # 2 rows a batch: one batch
+
+
+def test_training_benchmark_runs_on_this_backend():
+    result = training.run(dict(d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                               vocabulary_size=50, batch=2, length=6),
+                          steps=1, rounds=1, bfloat16_steps=1)
+    assert result["parameters"]["ours"] == sum(training.parameter_counts(16, 32, 1, 50).values())
+    assert result["parameters"]["keras_hub"] > result["parameters"]["ours"]  # untied, learned positions
+    assert 0 < result["mfu"]["utilisation"] < 1 and result["tokens_per_s"]["ours"] > 0
+    assert np.isfinite(result["bfloat16"]["bfloat16_loss"])
+    # nn.Transformer adds a final LayerNorm (2 x d_model) to each stack.
+    assert result["parameters"]["torch_native"] == result["parameters"]["ours"] + 4 * 16
+    assert result["ours_vs_torch_native"]["b_s"] > 0
+
+
+@pytest.mark.once
+def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
+    # Once, on PyTorch (the fastest to start): every suite, tiny sizes.
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- benchmarks:torch -->\nold\n<!-- /benchmarks:torch -->\nafter\n")
+    env = dict(os.environ, KERAS_BACKEND="torch")
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--small", "--rounds", "1",
+                           "--readme", str(readme)], env=env, capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(__file__)), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = done.stdout
+    sides = [("ours", "keras-hub"), ("ours", "torch nn.Transformer"),
+             ("float32", "mixed_bfloat16"), ("cached", "uncached"),
+             ("ours", "keras-hub BeamSampler"), ("tf.data", "in memory")]
+    for a, b in sides:  # | what | A 0.123 s | B 0.456 s | 1.23x (1.10-1.30) |
+        row = rf"\| {a} [\d.]+ s \| {b} [\d.]+ s \| [\d.]+x \([\d.]+-[\d.]+\) \|"
+        assert re.search(row, text), (a, b)
+    for note in ("tokens/s", "FLOPs utilisation", "compile time", "padding efficiency"):
+        assert note in text
+    written = readme.read_text()
+    assert written.startswith("before\n<!-- benchmarks:torch -->\n| torch |")
+    assert written.endswith("<!-- /benchmarks:torch -->\nafter\n") and "old" not in written
+    assert text.strip() in written

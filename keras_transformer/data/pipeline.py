@@ -78,8 +78,6 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         )
     sources, targets = zip(*pairs)
     dataset = tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
-    if shuffle:
-        dataset = dataset.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
 
     def tokenize(source, target):
         # Batched tokenization inside tf.data: ragged (batch, None) ids.
@@ -108,7 +106,10 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         .unbatch()
         .map(add_special_tokens, num_parallel_calls=tf.data.AUTOTUNE)
         .filter(lambda inputs, labels: pair_length(inputs, labels) <= max_length)
+        .cache()  # tokenized once, on the first epoch
     )
+    if shuffle:
+        dataset = dataset.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
     # Bucket b holds lengths in (boundaries[b-1], boundaries[b]] and is
     # padded to boundaries[b].
     dataset = dataset.bucket_by_sequence_length(

@@ -58,6 +58,14 @@ def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe"):
     return load_tokenizer(model_path)
 
 
+def token_ids(tokenizer, texts):
+    """`texts` tokenized as a list of lists of int (the tokenizer returns
+    a ragged tensor on TensorFlow, rows of arrays elsewhere)."""
+    ids = tokenizer(list(texts))
+    ids = ids.to_list() if hasattr(ids, "to_list") else ids
+    return [[int(t) for t in row] for row in ids]
+
+
 def load_tokenizer(model_path):
     """Loads a SentencePiece `.model` file as a keras-hub tokenizer."""
     import keras_hub

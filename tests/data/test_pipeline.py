@@ -3,7 +3,13 @@ import pytest
 
 from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import bucket_boundaries, make_dataset, padding_efficiency
-from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, load_tokenizer, train_tokenizer
+from keras_transformer.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    load_tokenizer,
+    token_ids,
+    train_tokenizer,
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +29,7 @@ def numbers_tokenizer(numbers_tokenizer_path):
 def test_tokenizer_round_trip_and_special_ids(numbers_tokenizer):
     tokenizer, path = numbers_tokenizer
     texts = ["three hundred and twelve", "5 décembre 2050", "Ünïcode ☃ unknown"]
-    ids = tokenizer(texts)
-    ids = ids.to_list() if hasattr(ids, "to_list") else ids  # ragged on TensorFlow
-    ids = [[int(t) for t in row] for row in ids]
+    ids = token_ids(tokenizer, texts)
     decoded = np.asarray(load_tokenizer(path).detokenize(ids[:2])).tolist()
     decoded = [t.decode() if isinstance(t, bytes) else t for t in decoded]
     assert decoded == texts[:2]

@@ -1,0 +1,33 @@
+"""Side-by-side timing: both sides in one process, alternating, after a
+warm-up (compile) call each; the median ratio with its min and max."""
+
+import statistics
+import time
+
+import keras
+
+
+def timed(fn, *args):
+    """Seconds for `fn(*args)`, waiting for its result (the first output
+    when it returns a tuple) to be computed."""
+    start = time.perf_counter()
+    out = fn(*args)
+    keras.ops.convert_to_numpy(out[0] if isinstance(out, tuple) else out)
+    return time.perf_counter() - start
+
+
+def compare(a, b, data, rounds):
+    """Times `a(data)` and `b(data)`, alternating, after one warm-up call
+    each; returns their median seconds, the ratio b / a (median, min,
+    max) and every time."""
+    a(data), b(data)  # compile
+    times = {"a": [], "b": []}
+    for _ in range(rounds):
+        times["a"].append(timed(a, data))
+        times["b"].append(timed(b, data))
+    ratios = [tb / ta for ta, tb in zip(times["a"], times["b"])]
+    return {
+        "a_s": statistics.median(times["a"]), "b_s": statistics.median(times["b"]),
+        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+        "ratio_max": max(ratios), "a_times": times["a"], "b_times": times["b"],
+    }

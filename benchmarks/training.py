@@ -1,0 +1,298 @@
+"""Training throughput side by side: our `Transformer` against an
+identically sized keras-hub stack on the same backend, and against
+PyTorch's native `nn.Transformer`; model FLOPs utilisation against a
+matrix-multiplication peak measured in the same run; first-step compile
+time; mixed_bfloat16 against float32.
+
+The reference configuration (`REFERENCE`): d_model 256, 4 heads, d_ff 1024,
+3 encoder and 3 decoder layers, vocabulary 8000, batches of 32 x 64 source
+and 64 target tokens, dropout 0.1, Adam, label-smoothed cross-entropy.
+Every side trains on the same batches (random tokens, random lengths, so
+about a quarter of each batch is padding) and throughput counts real
+(non-padding) target tokens.
+
+Parameter counts differ by design and are printed: ours shares one
+embedding between source, target and the output projection (section 3.4)
+and has sinusoidal positions (no weights); the keras-hub stack has a
+source and a target `TokenAndPositionEmbedding` (learned positions) and an
+untied output `Dense`; `nn.Transformer` adds a final LayerNorm to each
+stack. The output projection costs the same FLOPs either way.
+"""
+
+import math
+import statistics
+
+import keras
+import numpy as np
+
+import keras_transformer as kt
+from keras_transformer.losses import LabelSmoothedCrossEntropy
+
+from benchmarks.timing import compare, timed
+
+REFERENCE = dict(d_model=256, num_heads=4, d_ff=1024, num_layers=3,
+                 vocabulary_size=8000, batch=32, length=64, dropout_rate=0.1)
+# Adam as the paper's, at a constant rate: the schedule is not what is timed.
+ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+
+
+def make_batches(count, batch, length, vocabulary_size, seed=0):
+    """`count` teacher-forcing batches `(encoder_ids, decoder_ids, labels)`
+    of int32 `(batch, length)`, each row of random length in
+    `[length // 2, length]`, padded with 0."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(count):
+        ids = rng.integers(4, vocabulary_size, (3, batch, length)).astype("int32")
+        lengths = rng.integers(length // 2, length + 1, (2, batch))
+        positions = np.arange(length)
+        source = np.where(positions < lengths[0][:, None], ids[0], 0)
+        target = np.where(positions < lengths[1][:, None], ids[1], 0)
+        decoder = np.concatenate([np.ones((batch, 1), "int32"), target[:, :-1]], 1)
+        decoder = np.where(target > 0, decoder, 0)
+        batches.append((source, decoder, target))
+    return batches
+
+
+def real_target_tokens(batches):
+    return int(sum(np.count_nonzero(labels) for _, _, labels in batches))
+
+
+def parameter_counts(d_model, d_ff, num_layers, vocabulary_size, **_):
+    """Our `Transformer`'s weights by part, from the dimensions alone.
+
+    encoder layer: Q, K, V, O projections with biases, two-layer FFN, two
+    LayerNorms; decoder layer: the same plus a cross-attention and a third
+    LayerNorm; one embedding matrix, shared with the output projection.
+    """
+    attention = 4 * (d_model * d_model + d_model)
+    feed_forward = 2 * d_model * d_ff + d_ff + d_model
+    norm = 2 * d_model
+    encoder = num_layers * (attention + feed_forward + 2 * norm)
+    decoder = num_layers * (2 * attention + feed_forward + 3 * norm)
+    return {"encoder": encoder, "decoder": decoder,
+            "embedding": vocabulary_size * d_model}
+
+
+def training_flops(d_model, d_ff, num_layers, vocabulary_size, batch, length, **_):
+    """FLOPs of one training step (forward + backward = 3 x forward) on a
+    `(batch, length)` source and target, counting every position computed
+    (padding included: the hardware does that work).
+
+        6 x (encoder weights x source tokens
+             + (decoder weights + output projection V x d_model) x target tokens)
+      + 3 x 4 x d_model x batch x num_layers x (S^2 + T^2 + T x S)
+
+    The first term is 2 FLOPs per multiply-add per weight, times 3; the
+    input embedding lookup is a gather (no FLOPs). The second is the
+    attention matmuls, Q K^T and weights x V (2 x 2 x d_model FLOPs per
+    query-key pair), forward and backward, for encoder self-attention
+    (S^2), decoder self-attention (T^2, the masked half included: it is
+    computed) and cross-attention (T x S). Biases, LayerNorm, softmax and
+    dropout are left out, as in the usual 6N rule.
+    """
+    counts = parameter_counts(d_model, d_ff, num_layers, vocabulary_size)
+    tokens = batch * length  # S = T = length
+    weights = 6 * (counts["encoder"] * tokens
+                   + (counts["decoder"] + counts["embedding"]) * tokens)
+    attention = 3 * 4 * d_model * batch * num_layers * 3 * length * length
+    return weights + attention
+
+
+def our_model(config, dtype=None):
+    model = kt.Transformer(
+        vocabulary_size=config["vocabulary_size"], num_layers=config["num_layers"],
+        d_model=config["d_model"], num_heads=config["num_heads"], d_ff=config["d_ff"],
+        dropout_rate=config["dropout_rate"], max_length=config["length"], dtype=dtype)
+    return model
+
+
+def keras_hub_model(config):
+    """The same sizes from keras-hub's layers: `TokenAndPositionEmbedding`
+    + `TransformerEncoder` x N + `TransformerDecoder` x N + `Dense`,
+    post-norm as the paper (keras-hub's default)."""
+    import keras_hub
+
+    d, length = config["d_model"], config["length"]
+    layer = dict(intermediate_dim=config["d_ff"], num_heads=config["num_heads"],
+                 dropout=config["dropout_rate"], layer_norm_epsilon=1e-6)
+    encoder_ids = keras.Input((None,), dtype="int32", name="encoder_token_ids")
+    decoder_ids = keras.Input((None,), dtype="int32", name="decoder_token_ids")
+    x = keras_hub.layers.TokenAndPositionEmbedding(
+        config["vocabulary_size"], length, d, mask_zero=True)(encoder_ids)
+    for _ in range(config["num_layers"]):
+        x = keras_hub.layers.TransformerEncoder(**layer)(x)
+    y = keras_hub.layers.TokenAndPositionEmbedding(
+        config["vocabulary_size"], length, d, mask_zero=True)(decoder_ids)
+    for _ in range(config["num_layers"]):
+        y = keras_hub.layers.TransformerDecoder(**layer)(y, x)
+    logits = keras.layers.Dense(config["vocabulary_size"])(y)
+    return keras.Model({"encoder_token_ids": encoder_ids,
+                        "decoder_token_ids": decoder_ids}, logits)
+
+
+def keras_trainer(model, jit_compile):
+    """A callable that runs one training step per batch; returns the loss."""
+    model.compile(optimizer=keras.optimizers.Adam(**ADAM),
+                  loss=LabelSmoothedCrossEntropy(0.1), jit_compile=jit_compile)
+
+    def run(batches):
+        for source, decoder, labels in batches:
+            loss = model.train_on_batch(
+                {"encoder_token_ids": source, "decoder_token_ids": decoder}, labels)
+        return np.float32(loss)
+
+    return run
+
+
+def jit_for_backend():
+    """XLA on TensorFlow (the brief's `jit_compile=True`) and JAX (always
+    jitted); eager on PyTorch, where Keras' `torch.compile` path is slower
+    to start than it saves on this model (measured)."""
+    return keras.backend.backend() != "torch"
+
+
+def torch_native_trainer(config):
+    """PyTorch's own `nn.Transformer` of the same size, trained in plain
+    PyTorch: shared scaled embedding + sinusoidal positions + dropout,
+    `nn.Transformer` (post-norm), tied output projection, the same
+    label-smoothed loss (`F.cross_entropy(label_smoothing=0.1,
+    ignore_index=0)`) and Adam. Threads as Keras' PyTorch backend uses."""
+    import torch
+
+    d, length = config["d_model"], config["length"]
+
+    class NativeTransformer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = torch.nn.Embedding(config["vocabulary_size"], d, padding_idx=0)
+            position = np.arange(length)[:, None] / 10000 ** (np.arange(0, d, 2) / d)
+            table = np.zeros((length, d), "float32")
+            table[:, 0::2], table[:, 1::2] = np.sin(position), np.cos(position)
+            self.register_buffer("positions", torch.from_numpy(table))
+            self.dropout = torch.nn.Dropout(config["dropout_rate"])
+            self.transformer = torch.nn.Transformer(
+                d, config["num_heads"], config["num_layers"], config["num_layers"],
+                config["d_ff"], config["dropout_rate"], batch_first=True)
+
+        def embed(self, ids):
+            return self.dropout(self.embedding(ids) * math.sqrt(d)
+                                + self.positions[: ids.shape[1]])
+
+        def forward(self, source, decoder):
+            steps = decoder.shape[1]
+            causal = torch.ones(steps, steps, dtype=torch.bool).triu(1)  # True = masked
+            hidden = self.transformer(
+                self.embed(source), self.embed(decoder), tgt_mask=causal, tgt_is_causal=True,
+                src_key_padding_mask=source == 0, tgt_key_padding_mask=decoder == 0,
+                memory_key_padding_mask=source == 0)
+            return hidden @ self.embedding.weight.T  # (batch, T, V), tied
+
+    model = NativeTransformer()
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=ADAM["learning_rate"],
+                                 betas=(ADAM["beta_1"], ADAM["beta_2"]), eps=ADAM["epsilon"])
+
+    def run(batches):
+        for source, decoder, labels in batches:
+            source, decoder, labels = (torch.from_numpy(x) for x in (source, decoder, labels))
+            logits = model(source.long(), decoder.long())
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), labels.long().reshape(-1),
+                ignore_index=0, label_smoothing=0.1)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return loss.detach().numpy()
+
+    run.parameters = sum(p.numel() for p in model.parameters())
+    return run
+
+
+def matmul_peak(n=2048, repeats=5):
+    """Float32 matmul FLOP/s of this backend on this machine: the best of
+    `repeats` compiled `n x n @ n x n` products."""
+    a = keras.random.normal((n, n), seed=0)
+    b = keras.random.normal((n, n), seed=1)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        product = jax.jit(lambda x, y: x @ y)
+    elif keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        product = tf.function(lambda x, y: x @ y, jit_compile=True)
+    else:
+        product = keras.ops.matmul
+    keras.ops.convert_to_numpy(product(a, b))
+    best = min(timed(product, a, b) for _ in range(repeats))
+    return 2 * n ** 3 / best
+
+
+def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20):
+    """Every training comparison on the current backend; returns a dict
+    (see `benchmarks.__main__` for the table). With `native_torch`, ours on
+    this backend also runs against `nn.Transformer` in plain PyTorch, in
+    the same process, alternating (PyTorch runs eagerly on the same cores
+    whichever Keras backend is loaded)."""
+    config = dict(REFERENCE, **(config or {}))
+    batches = make_batches(steps, config["batch"], config["length"], config["vocabulary_size"])
+    tokens = real_target_tokens(batches)
+    jit = jit_for_backend()
+
+    keras.utils.set_random_seed(0)
+    ours = our_model(config)
+    keras.utils.set_random_seed(0)
+    hub = keras_hub_model(config)
+    ours_step, hub_step = keras_trainer(ours, jit), keras_trainer(hub, jit)
+
+    # First step: trace + compile + one step, minus a steady-state step.
+    first = timed(ours_step, batches[:1])
+    compile_s = first - timed(ours_step, batches[:1])
+
+    result = {"backend": keras.backend.backend(), "config": config, "steps": steps,
+              "target_tokens": tokens, "compile_s": compile_s,
+              "parameters": {"ours": ours.count_params(), "keras_hub": hub.count_params()}}
+    result["ours_vs_keras_hub"] = compare(ours_step, hub_step, batches, rounds)
+    ours_times = result["ours_vs_keras_hub"]["a_times"]
+    result["tokens_per_s"] = {"keras_hub": tokens / result["ours_vs_keras_hub"]["b_s"]}
+
+    if native_torch:
+        import torch
+
+        torch.manual_seed(0)
+        native = torch_native_trainer(config)
+        result["parameters"]["torch_native"] = native.parameters
+        result["ours_vs_torch_native"] = compare(ours_step, native, batches, rounds)
+        ours_times += result["ours_vs_torch_native"]["a_times"]
+        result["tokens_per_s"]["torch_native"] = tokens / result["ours_vs_torch_native"]["b_s"]
+        result["threads"] = torch.get_num_threads()
+
+    # Ours: the median over every round it ran, in either comparison.
+    step_s = statistics.median(ours_times) / steps
+    result["tokens_per_s"]["ours"] = tokens / (step_s * steps)
+    flops = training_flops(**config)
+    peak = matmul_peak()
+    result["mfu"] = {"flops_per_step": flops, "step_s": step_s,
+                     "achieved_flops": flops / step_s, "matmul_peak_flops": peak,
+                     "utilisation": flops / step_s / peak}
+    if bfloat16_steps:
+        result["bfloat16"] = mixed_precision(config, bfloat16_steps, rounds, jit)
+    return result
+
+
+def mixed_precision(config, steps, rounds, jit):
+    """Our model in mixed_bfloat16 against float32: step time, and the loss
+    after `steps` steps on the same batches from the same initial weights."""
+    batches = make_batches(steps, config["batch"], config["length"],
+                           config["vocabulary_size"], seed=1)
+    trainers, losses = {}, {}
+    for policy in ("float32", "mixed_bfloat16"):
+        keras.utils.set_random_seed(0)
+        trainers[policy] = keras_trainer(our_model(config, dtype=policy), jit)
+    for policy, trainer in trainers.items():
+        losses[policy] = float(trainer(batches))  # also the warm-up
+    timing = compare(trainers["float32"], trainers["mixed_bfloat16"], batches[:2], rounds)
+    return {"float32_loss": losses["float32"], "bfloat16_loss": losses["mixed_bfloat16"],
+            "speedup": 1.0 / timing["ratio_median"], "timing": timing}
+
