@@ -100,11 +100,11 @@ def training_flops(d_model, d_ff, num_layers, vocabulary_size, batch, length, **
 
 
 def our_model(config, dtype=None):
-    model = kt.Transformer(
+    """Our `Transformer` at `config`'s sizes; `dtype` a Keras dtype policy."""
+    return kt.Transformer(
         vocabulary_size=config["vocabulary_size"], num_layers=config["num_layers"],
         d_model=config["d_model"], num_heads=config["num_heads"], d_ff=config["d_ff"],
         dropout_rate=config["dropout_rate"], max_length=config["length"], dtype=dtype)
-    return model
 
 
 def keras_hub_model(config):
@@ -146,9 +146,8 @@ def keras_trainer(model, jit_compile):
 
 
 def jit_for_backend():
-    """XLA on TensorFlow (the brief's `jit_compile=True`) and JAX (always
-    jitted); eager on PyTorch, where Keras' `torch.compile` path is slower
-    to start than it saves on this model (measured)."""
+    """XLA on TensorFlow and JAX; eager on PyTorch, as `train` runs it
+    (Keras' `jit_compile="auto"` is eager there too)."""
     return keras.backend.backend() != "torch"
 
 

@@ -19,8 +19,8 @@ import keras
 from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
 from keras_transformer.data.readers import read_corpus
-from keras_transformer.distribution import Parallelism
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
+from keras_transformer.distribution import Parallelism
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import PRESETS, Transformer
@@ -163,14 +163,12 @@ def train(config):
         Keras a known epoch length."""
         import tensorflow as tf
 
-        stats = batch_statistics(make_dataset(
-            pairs, tokenizer, config.tokens_per_batch, config.max_length,
-            config.long_pairs, shuffle=False, static_shapes=static_shapes,
-            batch_multiple=parallelism.data_parallel_size))
-        data = make_dataset(pairs, tokenizer, config.tokens_per_batch,
-                            config.max_length, config.long_pairs, shuffle=shuffle,
-                            seed=config.seed, static_shapes=static_shapes,
-                            batch_multiple=parallelism.data_parallel_size)
+        options = dict(tokens_per_batch=config.tokens_per_batch,
+                       max_length=config.max_length, long_pairs=config.long_pairs,
+                       static_shapes=static_shapes,
+                       batch_multiple=parallelism.data_parallel_size)
+        stats = batch_statistics(make_dataset(pairs, tokenizer, shuffle=False, **options))
+        data = make_dataset(pairs, tokenizer, shuffle=shuffle, seed=config.seed, **options)
         return data.apply(tf.data.experimental.assert_cardinality(stats["batches"])), stats
 
     (train_data, train_stats), (valid_data, _) = (
