@@ -67,15 +67,15 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         raise ValueError("`pairs` is empty: there is nothing to train on.")
     if not isinstance(batch_multiple, int) or batch_multiple < 1:
         raise ValueError(f"`batch_multiple` must be an int >= 1. Received: {batch_multiple!r}")
-    boundaries = bucket_boundaries(max_length)
-    # Rows of a bucket-L batch: the token budget over L, in whole multiples.
-    batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
-                   for length in boundaries]
     if tokens_per_batch < max_length:
         raise ValueError(
             f"`tokens_per_batch` must be >= max_length={max_length} so that "
             f"the longest bucket holds a pair. Received: tokens_per_batch={tokens_per_batch}"
         )
+    boundaries = bucket_boundaries(max_length)
+    # Rows of a bucket-L batch: the token budget over L, in whole multiples.
+    batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
+                   for length in boundaries]
     sources, targets = zip(*pairs)
     dataset = tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 

@@ -105,13 +105,12 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def build_model(config, vocabulary_size, parallelism):
+def build_model(config, vocabulary_size):
     overrides = {"vocabulary_size": vocabulary_size, "max_length": max(
         config.max_length, PRESETS[config.preset]["config"]["max_length"])}
     if config.dropout_rate is not None:
         overrides["dropout_rate"] = config.dropout_rate
     model = Transformer.from_preset(config.preset, **overrides)
-    parallelism.check_model(model.num_heads, model.d_ff, model.d_model)
     model.compile(
         optimizer=transformer_adam(model.d_model, config.warmup_steps,
                                    peak=config.peak_learning_rate or None),
@@ -138,7 +137,11 @@ def evaluate_bleu(translator, pairs):
 def train(config):
     """Runs the training program; returns a dict of results."""
     keras.utils.set_random_seed(config.seed)
-    parallelism = Parallelism(config.distribution)  # fails early on a bad spec
+    # A bad spec, or a preset that does not split over the devices, fails
+    # here, before any work (and on --resume too).
+    parallelism = Parallelism(config.distribution)
+    preset = PRESETS[config.preset]["config"]
+    parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     os.makedirs(config.run_dir, exist_ok=True)
     train_pairs, valid_pairs, test_pairs = load_splits(config)
@@ -193,7 +196,7 @@ def train(config):
                   f"{int(model.optimizer.iterations)})")
         else:
             initial_epoch = 0
-            model = build_model(config, vocabulary_size, parallelism)
+            model = build_model(config, vocabulary_size)
         model.fit(train_data, validation_data=valid_data, epochs=config.epochs,
                   initial_epoch=initial_epoch, callbacks=callbacks, verbose=2,
                   shuffle=False)  # the pipeline shuffles
