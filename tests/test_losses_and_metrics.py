@@ -48,6 +48,42 @@ def test_loss_equals_keras_dense_label_smoothing_without_padding():
     assert float(to_numpy(ours)) == pytest.approx(float(to_numpy(dense)), rel=1e-5)
 
 
+def logits_gradient(loss, labels, logits):
+    """d loss / d logits, by the current backend's autodiff."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return np.asarray(jax.grad(lambda z: loss(labels, z))(logits))
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        z = tf.constant(logits)
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            value = loss(labels, z)
+        return tape.gradient(value, z).numpy()
+    import torch
+
+    z = torch.tensor(logits, requires_grad=True)
+    loss(torch.tensor(labels), z).backward()
+    return z.grad.numpy()
+
+
+def test_loss_gradient_is_softmax_minus_smoothed_target():
+    # d/dz of the mean smoothed loss: (softmax(z) - target) / real tokens at
+    # real positions, exactly 0 at padding.
+    epsilon, vocab = 0.1, LOGITS.shape[-1]
+    grad = logits_gradient(LabelSmoothedCrossEntropy(epsilon=epsilon), LABELS, LOGITS)
+    expected = np.zeros_like(LOGITS)
+    for b, t in zip(*np.nonzero(LABELS)):
+        target = np.full(vocab, epsilon / vocab)
+        target[LABELS[b, t]] += 1.0 - epsilon
+        softmax = np.exp(LOGITS[b, t]) / np.exp(LOGITS[b, t]).sum()
+        expected[b, t] = (softmax - target) / np.count_nonzero(LABELS)
+    np.testing.assert_allclose(grad, expected, atol=1e-6)
+
+
 def test_loss_sample_weight_and_all_padding():
     loss = LabelSmoothedCrossEntropy(epsilon=0.1)
     weighted = loss(LABELS, LOGITS, sample_weight=np.array([1.0, 0.0]))
