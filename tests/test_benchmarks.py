@@ -20,7 +20,7 @@ def test_decoding_benchmark_runs_and_both_sides_agree():
                           source_length=4, max_extra_length=4, rounds=1)
     assert result["same_output"]  # cached and uncached beam search: same tokens
     assert result["output_length"] == 8
-    for key in ("cached_vs_uncached", "ours_vs_keras_hub"):
+    for key in ("cached_vs_uncached", "ours_vs_keras_hub", "ours_vs_keras_hub_bart"):
         c = result[key]
         assert c["a_s"] > 0 and c["b_s"] > 0
         assert c["ratio_min"] <= c["ratio_median"] <= c["ratio_max"]
@@ -88,7 +88,8 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     text = done.stdout
     sides = [("ours", "keras-hub"), ("ours", "torch nn.Transformer"),
              ("float32", "mixed_bfloat16"), ("cached", "uncached"),
-             ("ours", "keras-hub BeamSampler"), ("tf.data", "in memory")]
+             ("ours", "keras-hub BeamSampler, our model"),
+             ("ours", "keras-hub BART \\+ BeamSampler"), ("tf.data", "in memory")]
     for a, b in sides:  # | what | A 0.123 s | B 0.456 s | 1.23x (1.10-1.30) |
         row = rf"\| {a} [\d.]+ s \| {b} [\d.]+ s \| [\d.]+x \([\d.]+-[\d.]+\) \|"
         assert re.search(row, text), (a, b)

@@ -20,7 +20,9 @@ class MultiHeadAttention(keras.layers.Layer):
     value are projected `h` times with learned matrices `W^Q_i` (to `d_k`),
     `W^K_i` (to `d_k`) and `W^V_i` (to `d_v`), scaled dot-product attention is
     applied to each head, and the concatenated heads are projected by `W^O`
-    back to the query's width. All four projections have biases.
+    back to the query's width. All four projections have biases. In
+    self-attention (`value` and `key` are `query` or omitted) the three
+    input projections run as one matmul with the kernels side by side.
 
     Mask contract (shared by every layer of this package):
     - `padding_mask`: bool `(batch, k_len)`, True = real key token.
@@ -128,6 +130,22 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, length, self.num_heads, head_dim))
 
+    def _project_qkv(self, x):
+        """Self-attention's Q, K and V in one matmul, `x [W^Q | W^K | W^V]`
+        (the three kernels and biases concatenated), split into heads.
+
+        x: (batch, len, d_model) --> (batch, len, heads, d_k) twice and
+        (batch, len, heads, d_v).
+        """
+        denses = (self.query_dense, self.key_dense, self.value_dense)
+        kernel = ops.concatenate([ops.cast(d.kernel, self.compute_dtype) for d in denses], 1)
+        bias = ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in denses], 0)
+        qkv = ops.matmul(x, kernel) + bias  # (batch, len, h * (2 d_k + d_v))
+        h_dk = self.num_heads * self.key_dim
+        q, k, v = ops.split(qkv, [h_dk, 2 * h_dk], axis=-1)
+        return (self._split_heads(q, self.key_dim), self._split_heads(k, self.key_dim),
+                self._split_heads(v, self._value_dim))
+
     def compute_cache(self, value, key=None):
         """Projects keys and values once, for attention over a fixed memory.
 
@@ -208,22 +226,25 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
     ):
         value = query if value is None else value
-        q = self._split_heads(self.query_dense(query), self.key_dim)
         query_offset = 0
         if cache is not None and cache_index is None:
+            q = self._split_heads(self.query_dense(query), self.key_dim)
             k, v = cache  # precomputed memory (cross-attention)
+        elif value is query and (key is None or key is query):
+            q, k, v = self._project_qkv(query)  # self-attention: one matmul
         else:
+            q = self._split_heads(self.query_dense(query), self.key_dim)
             k, v = self.compute_cache(value, key)
-            if cache is not None:
-                # Write the new keys/values at cache_index, in place.
-                # (batch, cache_len, heads, head_dim)
-                start = [0, cache_index, 0, 0]
-                k = ops.slice_update(cache[0], start, ops.cast(k, cache[0].dtype))
-                v = ops.slice_update(cache[1], start, ops.cast(v, cache[1].dtype))
-                query_offset = cache_index
-                # Only positions < cache_index + q_len hold real entries; the
-                # causal mask with this offset hides the rest.
-                use_causal_mask = True
+        if cache is not None and cache_index is not None:
+            # Write the new keys/values at cache_index, in place.
+            # (batch, cache_len, heads, head_dim)
+            start = [0, cache_index, 0, 0]
+            k = ops.slice_update(cache[0], start, ops.cast(k, cache[0].dtype))
+            v = ops.slice_update(cache[1], start, ops.cast(v, cache[1].dtype))
+            query_offset = cache_index
+            # Only positions < cache_index + q_len hold real entries; the
+            # causal mask with this offset hides the rest.
+            use_causal_mask = True
         q_len, k_len = ops.shape(q)[1], ops.shape(k)[1]
         mask = self._build_mask(
             q_len, k_len, padding_mask, attention_mask, use_causal_mask,

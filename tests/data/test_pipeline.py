@@ -41,7 +41,7 @@ def test_tokenizer_round_trip_and_special_ids(numbers_tokenizer):
 def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer):
     tokenizer, _ = numbers_tokenizer
     pairs = numbers_and_dates("valid")
-    boundaries = bucket_boundaries(64)
+    boundaries = bucket_boundaries(64)  # 5% buckets without static shapes
     dataset = make_dataset(pairs, tokenizer, tokens_per_batch=256, max_length=64,
                            shuffle=False)
     count = 0
@@ -64,24 +64,29 @@ def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer)
 def test_static_shapes_give_one_shape_per_bucket(numbers_tokenizer):
     tokenizer, _ = numbers_tokenizer
     pairs = numbers_and_dates("valid")
-    boundaries = bucket_boundaries(64)
+    boundaries = bucket_boundaries(64, step=1.1)  # wider buckets: fewer programs
     dynamic = make_dataset(pairs, tokenizer, 256, 64, shuffle=False)
     static = make_dataset(pairs, tokenizer, 256, 64, shuffle=False, static_shapes=True)
-    shapes, rows = set(), 0
-    for (inputs, labels), (same, _) in zip(static.as_numpy_iterator(),
-                                           dynamic.as_numpy_iterator()):
+
+    def real_pairs(dataset):
+        """Every non-padding row as (source ids, labels), padding stripped."""
+        rows = []
+        for inputs, labels in dataset.as_numpy_iterator():
+            for e, y in zip(inputs["encoder_token_ids"], labels):
+                if y.any():
+                    rows.append((tuple(e[e > 0]), tuple(y[y > 0])))
+        return sorted(rows)
+
+    shapes = set()
+    for inputs, labels in static.as_numpy_iterator():
         enc, dec = inputs["encoder_token_ids"], inputs["decoder_token_ids"]
         length = enc.shape[1]
         assert length in boundaries and enc.shape == dec.shape == labels.shape
         assert enc.shape[0] == 256 // length  # full, padding rows included
         shapes.add(enc.shape)
-        # The same pairs as the dynamic batch, zero-padded.
-        n, width = same["encoder_token_ids"].shape
-        np.testing.assert_array_equal(enc[:n, :width], same["encoder_token_ids"])
-        assert not enc[n:].any() and not labels[n:].any() and not enc[:, width:].any()
-        rows += n
-    assert rows == len(pairs)
     assert len(shapes) == len({s[1] for s in shapes})  # one shape per bucket
+    # The same pairs as the dynamic batches, each once.
+    assert real_pairs(static) == real_pairs(dynamic) and len(real_pairs(static)) == len(pairs)
     assert padding_efficiency(static) < padding_efficiency(dynamic)
 
 
@@ -118,9 +123,13 @@ def test_long_pairs_dropped_or_truncated(numbers_tokenizer):
 
 
 def test_padding_efficiency_on_the_embedded_corpus(tmp_path):
+    # With the demo's vocabulary and token budget (measured: 91.8%).
+    from keras_transformer.training import TrainConfig
+
+    demo = TrainConfig()
     pairs = bible_en_fr("train")
-    tokenizer = train_tokenizer([s for p in pairs for s in p], 8000,
+    tokenizer = train_tokenizer([s for p in pairs for s in p], demo.vocabulary_size,
                                 str(tmp_path / "tokenizer.model"))
-    dataset = make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
-                           shuffle=False)
+    dataset = make_dataset(pairs, tokenizer, tokens_per_batch=demo.tokens_per_batch,
+                           max_length=demo.max_length, shuffle=False)
     assert padding_efficiency(dataset) >= 0.90

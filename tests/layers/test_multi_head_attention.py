@@ -61,6 +61,19 @@ def test_value_dim_and_output_dim():
     np.testing.assert_allclose(to_numpy(out), expected, atol=1e-5)
 
 
+def test_self_attention_in_one_matmul_equals_three_projections():
+    # value is query: Q, K, V from one concatenated kernel; a copy of the
+    # query as value takes the three separate projections. d_v != d_k, so
+    # the split points matter.
+    layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5)
+    query, _ = inputs()
+    fused = to_numpy(layer(query))
+    separate = to_numpy(layer(query, query.copy()))
+    expected, _ = numpy_attention(layer, query, query, None)
+    np.testing.assert_allclose(fused, expected, atol=1e-5)
+    np.testing.assert_allclose(separate, expected, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("return_scores", [False, True])
 def test_fully_masked_row_is_finite(dtype, return_scores):
