@@ -31,7 +31,9 @@ def test_tiny_preset_learns_copy_and_reverse():
     x, y = copy_reverse_task(4096, seed=0)
     x_val, y_val = copy_reverse_task(512, seed=1)
     model = compile_tiny()
-    model.fit(x, y, batch_size=64, epochs=12, verbose=0)
+    # 12 epochs reached 0.988-0.99+ depending on the backend's rounding
+    # (measured), too close to the bar; 16 leave room.
+    model.fit(x, y, batch_size=64, epochs=16, verbose=0)
     result = model.evaluate(x_val, y_val, batch_size=128, verbose=0, return_dict=True)
     assert result["masked_accuracy"] >= 0.99, result
 
