@@ -69,12 +69,16 @@ def test_static_shapes_give_one_shape_per_bucket(numbers_tokenizer):
     static = make_dataset(pairs, tokenizer, 256, 64, shuffle=False, static_shapes=True)
 
     def real_pairs(dataset):
-        """Every non-padding row as (source ids, labels), padding stripped."""
+        """Every non-padding row as (source ids, labels), padding stripped;
+        rows of padding must be zero on every side."""
         rows = []
         for inputs, labels in dataset.as_numpy_iterator():
-            for e, y in zip(inputs["encoder_token_ids"], labels):
+            for e, d, y in zip(inputs["encoder_token_ids"], inputs["decoder_token_ids"],
+                               labels):
                 if y.any():
                     rows.append((tuple(e[e > 0]), tuple(y[y > 0])))
+                else:
+                    assert not e.any() and not d.any()
         return sorted(rows)
 
     shapes = set()
@@ -86,7 +90,8 @@ def test_static_shapes_give_one_shape_per_bucket(numbers_tokenizer):
         shapes.add(enc.shape)
     assert len(shapes) == len({s[1] for s in shapes})  # one shape per bucket
     # The same pairs as the dynamic batches, each once.
-    assert real_pairs(static) == real_pairs(dynamic) and len(real_pairs(static)) == len(pairs)
+    static_pairs = real_pairs(static)
+    assert static_pairs == real_pairs(dynamic) and len(static_pairs) == len(pairs)
     assert padding_efficiency(static) < padding_efficiency(dynamic)
 
 
