@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install
-	KERAS_BACKEND=$${KERAS_BACKEND:-torch} $(PY) -m keras_transformer train
+	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(PY) -m keras_transformer train
 
 # The whole suite once per backend, then the tests marked `once` (the
 # cross-backend checks and the notebooks); fails if any run fails, after

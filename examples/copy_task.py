@@ -1,5 +1,6 @@
 """Train the tiny preset on copy-and-reverse with the paper's recipe, save it
-to a .keras file, reload it and decode a few examples greedily.
+to a .keras file, reload it and decode a few examples with cached greedy
+search.
 
     KERAS_BACKEND=jax python examples/copy_task.py
 """
@@ -8,24 +9,11 @@ import os
 import tempfile
 
 import keras
-import numpy as np
 
 import keras_transformer as kt
 from keras_transformer.data import copy_reverse_task
 from keras_transformer.data.copy_reverse import BOS_ID, EOS_ID
-
-
-def greedy(model, source, max_steps):
-    """Greedy decoding with the key/value cache, one token per step."""
-    encoded, mask = model.encode(source)
-    cache = model.init_cache(encoded, max_steps)
-    tokens = np.full((source.shape[0], 1), BOS_ID, "int32")
-    output = []
-    for index in range(max_steps):
-        logits, cache = model.decode_step(tokens, cache, index, mask)
-        tokens = np.argmax(keras.ops.convert_to_numpy(logits), -1).astype("int32")
-        output.append(tokens[:, 0])
-    return np.stack(output, 1)
+from keras_transformer.decoding import greedy_search
 
 
 def main():
@@ -49,7 +37,8 @@ def main():
     print(f"saved and reloaded {path}")
 
     source = x_val["encoder_token_ids"][:5]
-    predicted = greedy(restored, source, max_steps=source.shape[1] + 1)
+    predicted, _ = greedy_search(restored, source, max_extra_length=1,
+                                 bos_id=BOS_ID, eos_id=EOS_ID)
     for src, out in zip(source, predicted):
         out = out.tolist()
         out = out[: out.index(EOS_ID)] if EOS_ID in out else out

@@ -1,10 +1,12 @@
 """The examples run: the notebooks top to bottom (nbclient) with small
-settings, drawing their pictures, and the own-data training script. Marked
-`once`: they pick their own backend (torch unless KERAS_BACKEND is set)."""
+settings, drawing their pictures, the own-data training script and the
+copy-task script. Marked `once`: they pick their own backend (torch unless
+KERAS_BACKEND is set)."""
 
 import os
 import subprocess
 import sys
+from ast import literal_eval
 
 import nbformat
 import pytest
@@ -55,3 +57,18 @@ def test_own_data_script_trains_and_translates_stdin(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "BLEU" in result.stdout and "fr: " in result.stdout
     assert (run_dir / "model.keras").is_file() and (run_dir / "tokenizer.model").is_file()
+
+
+@pytest.mark.once
+def test_copy_task_script_learns_to_reverse():
+    result = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "copy_task.py")],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "KERAS_BACKEND": os.environ.get("KERAS_BACKEND", "torch")},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    # The last lines read "[source symbols] -> [decoded symbols]".
+    decoded = [line.split(" -> ") for line in result.stdout.splitlines() if " -> " in line]
+    assert len(decoded) == 5
+    reversed_right = [literal_eval(out) == literal_eval(src)[::-1] for src, out in decoded]
+    assert sum(reversed_right) >= 4, decoded

@@ -56,6 +56,16 @@ def test_training_on_numbers_learns_to_translate(run):
     assert second["bleu"] > first["bleu"]
 
 
+def test_xla_and_static_shapes_only_on_jax_by_default(run):
+    # TensorFlow's graph mode takes every batch shape; XLA would compile one
+    # program per length bucket (see `resolve_jit_compile`).
+    _, first, second = run
+    on_jax = keras.backend.backend() == "jax"
+    for results in (first, second):
+        assert results["jit_compile"] is on_jax
+        assert results["static_shapes"] is on_jax
+
+
 def test_average_is_the_mean_of_the_checkpoints(run):
     config, _, _ = run
     paths = [p for _, p in list_checkpoints(os.path.join(config.run_dir, "checkpoints"))][-2:]
