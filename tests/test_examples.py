@@ -43,32 +43,33 @@ def test_notebook_runs_and_draws(name, tmp_path):
     assert len(images) >= pictures
 
 
+def run_script(name, *args, stdin=None):
+    """Runs `examples/<name>` in a fresh process; asserts it exits with 0."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, name), *args],
+        input=stdin, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "KERAS_BACKEND": os.environ.get("KERAS_BACKEND", "torch")},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
 @pytest.mark.once
 def test_own_data_script_trains_and_translates_stdin(tmp_path):
     corpus = tmp_path / "pairs.tsv"
     corpus.write_text("".join(f"{en}\t{fr}\n" for en, fr in numbers_and_dates(size=300)))
     run_dir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, os.path.join(EXAMPLES, "train_own_data.py"), str(corpus),
-         "--minutes", "0.1", "--run-dir", str(run_dir)],
-        input="twelve\n", capture_output=True, text=True, timeout=600,
-        env={**os.environ, "KERAS_BACKEND": os.environ.get("KERAS_BACKEND", "torch")},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "BLEU" in result.stdout and "fr: " in result.stdout
+    stdout = run_script("train_own_data.py", str(corpus), "--minutes", "0.1",
+                        "--run-dir", str(run_dir), stdin="twelve\n")
+    assert "BLEU" in stdout and "fr: " in stdout
     assert (run_dir / "model.keras").is_file() and (run_dir / "tokenizer.model").is_file()
 
 
 @pytest.mark.once
 def test_copy_task_script_learns_to_reverse():
-    result = subprocess.run(
-        [sys.executable, os.path.join(EXAMPLES, "copy_task.py")],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "KERAS_BACKEND": os.environ.get("KERAS_BACKEND", "torch")},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    stdout = run_script("copy_task.py")
     # The last lines read "[source symbols] -> [decoded symbols]".
-    decoded = [line.split(" -> ") for line in result.stdout.splitlines() if " -> " in line]
+    decoded = [line.split(" -> ") for line in stdout.splitlines() if " -> " in line]
     assert len(decoded) == 5
     reversed_right = [literal_eval(out) == literal_eval(src)[::-1] for src, out in decoded]
     assert sum(reversed_right) >= 4, decoded
