@@ -128,7 +128,11 @@ def resolve_jit_compile(setting):
     """
     if setting == "auto":
         return keras.backend.backend() == "jax"
-    return setting
+    if setting is True or setting is False:
+        return setting
+    raise ValueError(
+        f'`jit_compile` must be "auto", True or False. Received: jit_compile={setting!r}'
+    )
 
 
 def build_model(config, vocabulary_size, jit_compile):
@@ -168,6 +172,7 @@ def train(config):
     parallelism = Parallelism(config.distribution)
     preset = PRESETS[config.preset]["config"]
     parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
+    jit_compile = resolve_jit_compile(config.jit_compile)
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     os.makedirs(config.run_dir, exist_ok=True)
     train_pairs, valid_pairs, test_pairs = load_splits(config)
@@ -184,7 +189,6 @@ def train(config):
     vocabulary_size = int(tokenizer.vocabulary_size())
 
     # XLA compiles every new shape: give it one per length bucket.
-    jit_compile = resolve_jit_compile(config.jit_compile)
     static_shapes = jit_compile is True and keras.backend.backend() != "torch"
 
     def dataset(pairs, shuffle):

@@ -66,6 +66,14 @@ def test_xla_and_static_shapes_only_on_jax_by_default(run):
         assert results["static_shapes"] is on_jax
 
 
+@pytest.mark.parametrize("setting", ["true", 1, None])
+def test_bad_jit_compile_fails_before_any_work(setting, tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match=f"jit_compile={setting!r}"):
+        train(TrainConfig(corpus="numbers", run_dir=str(run_dir), jit_compile=setting))
+    assert not run_dir.exists()
+
+
 def test_average_is_the_mean_of_the_checkpoints(run):
     config, _, _ = run
     paths = [p for _, p in list_checkpoints(os.path.join(config.run_dir, "checkpoints"))][-2:]
