@@ -21,7 +21,7 @@ class DecoderBlock(BlockBase):
     are ANDed with the causal mask; padded keys are never attended to.
 
     Incremental decoding: pass `self_attention_cache=(k, v)` (each
-    `(batch, max_len, heads, head_dim)`), `cache_index` (where the new
+    `(batch, heads, max_len, head_dim)`), `cache_index` (where the new
     tokens go) and `cross_attention_cache` (from
     `self.cross_attention.compute_cache(encoder_sequence)`); the block
     then also returns the updated self-attention cache.

@@ -12,6 +12,11 @@ from keras_transformer.validation import check_positive_int, check_rate
 MASK_VALUE = -3.0e4
 
 
+def _heads_first(x):
+    """(batch, len, heads, dim) --> (batch, heads, len, dim)."""
+    return ops.transpose(x, (0, 2, 1, 3))
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention, `softmax(Q K^T / sqrt(d_k)) V` over `h` heads.
@@ -32,7 +37,9 @@ class MultiHeadAttention(keras.layers.Layer):
     uniformly to all keys instead of producing NaN (in every float dtype).
 
     Incremental decoding uses `cache=(key_cache, value_cache)`, each
-    `(batch, cache_len, heads, head_dim)`:
+    `(batch, heads, cache_len, head_dim)`, heads before positions: the
+    layout the attention matmuls read, so no decoding step transposes a
+    cache:
     - with `cache_index` (a scalar int): self-attention. The keys and values
       of `value` (the new tokens, which sit at `cache_index`) are written into
       the cache, and the queries attend to cache positions
@@ -40,6 +47,12 @@ class MultiHeadAttention(keras.layers.Layer):
     - without `cache_index`: the cache holds precomputed keys and values (the
       encoder's, for cross-attention, see `compute_cache`); `value` and `key`
       are ignored and the call returns `(output, cache)`.
+
+    The fused `keras.ops.dot_product_attention` kernel runs unless attention
+    scores are requested, attention dropout is active, `d_k != d_v` (which
+    the fused kernels do not support) or a cache is read (one query over a
+    heads-first cache is two small matmuls); an explicit einsum path with
+    the same semantics runs otherwise.
 
     Args:
         num_heads: int, the number of heads `h`.
@@ -50,11 +63,6 @@ class MultiHeadAttention(keras.layers.Layer):
             the query.
         dropout: float in `[0, 1)`, dropout on the attention weights. The
             paper uses none (0.0, the default).
-
-    The fused `keras.ops.dot_product_attention` kernel runs unless attention
-    scores are requested, attention dropout is active, or `d_k != d_v`
-    (which the fused kernels do not support); an explicit einsum path with
-    the same semantics runs otherwise.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -146,6 +154,14 @@ class MultiHeadAttention(keras.layers.Layer):
         return (self._split_heads(q, self.key_dim), self._split_heads(k, self.key_dim),
                 self._split_heads(v, self._value_dim))
 
+    def _project_kv(self, value, key=None):
+        """(batch, k_len, d_value), (batch, k_len, d_key) or None (= value)
+        --> (batch, k_len, heads, d_k) and (batch, k_len, heads, d_v)."""
+        key = value if key is None else key
+        k = self._split_heads(self.key_dense(key), self.key_dim)
+        v = self._split_heads(self.value_dense(value), self._value_dim)
+        return k, v
+
     def compute_cache(self, value, key=None):
         """Projects keys and values once, for attention over a fixed memory.
 
@@ -154,13 +170,11 @@ class MultiHeadAttention(keras.layers.Layer):
             key: `(batch, k_len, d_key)`, defaults to `value`.
 
         Returns:
-            `(key_cache, value_cache)`, `(batch, k_len, heads, d_k)` and
-            `(batch, k_len, heads, d_v)`.
+            `(key_cache, value_cache)`, `(batch, heads, k_len, d_k)` and
+            `(batch, heads, k_len, d_v)`.
         """
-        key = value if key is None else key
-        k = self._split_heads(self.key_dense(key), self.key_dim)
-        v = self._split_heads(self.value_dense(value), self._value_dim)
-        return k, v
+        k, v = self._project_kv(value, key)
+        return _heads_first(k), _heads_first(v)
 
     def _build_mask(
         self, q_len, k_len, padding_mask, attention_mask, use_causal_mask,
@@ -188,28 +202,32 @@ class MultiHeadAttention(keras.layers.Layer):
         empty_row = ops.logical_not(ops.any(mask, axis=-1, keepdims=True))
         return ops.logical_or(mask, empty_row)
 
-    def _attend(self, q, k, v, mask, return_attention_scores, training):
+    def _attend(self, q, k, v, mask, return_attention_scores, training,
+                heads_first=False):
         """Scaled dot-product attention (equation 1).
 
         q: (batch, q_len, heads, d_k); k: (batch, k_len, heads, d_k);
-        v: (batch, k_len, heads, d_v); mask: bool (batch|1, 1, q_len, k_len).
+        v: (batch, k_len, heads, d_v), or with `heads_first` (a cache)
+        (batch, heads, k_len, d_k) and (batch, heads, k_len, d_v);
+        mask: bool (batch|1, 1, q_len, k_len).
         Returns (batch, q_len, heads, d_v) and the weights or None.
         """
         scale = 1.0 / math.sqrt(self.key_dim)
         use_dropout = training and self.dropout > 0.0
         fusable = self.key_dim == self._value_dim  # the kernels need d_k == d_v
-        if fusable and not return_attention_scores and not use_dropout:
+        kv = "bhkd" if heads_first else "bkhd"
+        if fusable and not heads_first and not return_attention_scores and not use_dropout:
             # The fused kernel where the backend has one.
             out = ops.dot_product_attention(q, k, v, mask=mask, scale=scale)
             return out, None
         # (batch, heads, q_len, k_len)
-        scores = ops.einsum("bqhd,bkhd->bhqk", q, k) * ops.cast(scale, q.dtype)
+        scores = ops.einsum(f"bqhd,{kv}->bhqk", q, k) * ops.cast(scale, q.dtype)
         scores = ops.cast(scores, "float32")
         if mask is not None:
             scores = ops.where(mask, scores, MASK_VALUE)
         weights = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
         dropped = self.dropout_layer(weights, training=training)
-        out = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
+        out = ops.einsum(f"bhqk,{kv}->bqhd", dropped, v)
         return out, weights
 
     def call(
@@ -234,24 +252,25 @@ class MultiHeadAttention(keras.layers.Layer):
             q, k, v = self._project_qkv(query)  # self-attention: one matmul
         else:
             q = self._split_heads(self.query_dense(query), self.key_dim)
-            k, v = self.compute_cache(value, key)
+            k, v = self._project_kv(value, key)
         if cache is not None and cache_index is not None:
             # Write the new keys/values at cache_index, in place.
-            # (batch, cache_len, heads, head_dim)
-            start = [0, cache_index, 0, 0]
-            k = ops.slice_update(cache[0], start, ops.cast(k, cache[0].dtype))
-            v = ops.slice_update(cache[1], start, ops.cast(v, cache[1].dtype))
+            # (batch, heads, cache_len, head_dim)
+            start = [0, 0, cache_index, 0]
+            k = ops.slice_update(cache[0], start, ops.cast(_heads_first(k), cache[0].dtype))
+            v = ops.slice_update(cache[1], start, ops.cast(_heads_first(v), cache[1].dtype))
             query_offset = cache_index
             # Only positions < cache_index + q_len hold real entries; the
             # causal mask with this offset hides the rest.
             use_causal_mask = True
-        q_len, k_len = ops.shape(q)[1], ops.shape(k)[1]
+        heads_first = cache is not None  # a cache is (batch, heads, len, dim)
+        q_len, k_len = ops.shape(q)[1], ops.shape(k)[2 if heads_first else 1]
         mask = self._build_mask(
             q_len, k_len, padding_mask, attention_mask, use_causal_mask,
             query_offset,
         )
         out, weights = self._attend(
-            q, k, v, mask, return_attention_scores, training
+            q, k, v, mask, return_attention_scores, training, heads_first
         )
         # (batch, q_len, heads, d_v) --> (batch, q_len, heads * d_v)
         batch = ops.shape(out)[0]

@@ -341,16 +341,16 @@ class Transformer(keras.Model):
 
         Returns:
             A dict `{"self": [(k, v)] * num_layers, "cross": [(k, v)] *
-            num_layers}`; self buffers are `(batch, max_length, heads,
-            head_dim)`, cross ones `(batch, src_len, heads, head_dim)`.
+            num_layers}`; self buffers are `(batch, heads, max_length,
+            head_dim)`, cross ones `(batch, heads, src_len, head_dim)`.
         """
         batch = ops.shape(encoder_output)[0]
         dtype = self.decoder_blocks[0].compute_dtype
         self_cache, cross_cache = [], []
         for block in self.decoder_blocks:
-            keys = ops.zeros((batch, max_length, self.num_heads, self.key_dim), dtype)
+            keys = ops.zeros((batch, self.num_heads, max_length, self.key_dim), dtype)
             values = ops.zeros(
-                (batch, max_length, self.num_heads, self.value_dim), dtype
+                (batch, self.num_heads, max_length, self.value_dim), dtype
             )
             self_cache.append((keys, values))
             cross_cache.append(block.cross_attention.compute_cache(encoder_output))

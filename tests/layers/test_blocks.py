@@ -102,7 +102,7 @@ def test_decoder_block_attention_scores_and_cached_steps():
     # Causal: no weight above the diagonal.
     assert np.all(np.triu(to_numpy(self_w), k=1) == 0.0)
 
-    cache = (keras.ops.zeros((B, T, 2, 4)), keras.ops.zeros((B, T, 2, 4)))
+    cache = (keras.ops.zeros((B, 2, T, 4)), keras.ops.zeros((B, 2, T, 4)))
     cross = block.cross_attention.compute_cache(memory)
     steps = []
     for i in range(T):

@@ -91,7 +91,7 @@ def test_incremental_cache_equals_full_causal_pass():
     layer = make_layer()
     query, _ = inputs()
     full = to_numpy(layer(query, use_causal_mask=True))
-    cache = (keras.ops.zeros((B, T, 4, 4)), keras.ops.zeros((B, T, 4, 4)))
+    cache = (keras.ops.zeros((B, 4, T, 4)), keras.ops.zeros((B, 4, T, 4)))
     steps = []
     for i in range(T):
         out, cache = layer(query[:, i:i + 1], cache=cache, cache_index=i)
