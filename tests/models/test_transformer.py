@@ -84,6 +84,9 @@ def test_cached_decode_step_equals_full_pass():
     full = to_numpy(model(inputs))
     encoded, mask = model.encode(inputs["encoder_token_ids"])
     cache = model.init_cache(encoded, max_length=5)
+    # Heads first: (batch, heads, positions, head_dim), self then cross.
+    assert [tuple(c.shape) for c in cache["self"][0]] == [(2, 2, 5, 16), (2, 2, 5, 24)]
+    assert [tuple(c.shape) for c in cache["cross"][0]] == [(2, 2, 4, 16), (2, 2, 4, 24)]
     steps = []
     for i in range(5):
         logits, cache = model.decode_step(
