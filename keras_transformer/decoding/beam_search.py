@@ -5,6 +5,7 @@ from keras import ops
 from keras_transformer.decoding.compile import compiled_search
 from keras_transformer.decoding.search_utils import (
     NEG_INF,
+    check_search_inputs,
     length_penalty,
     output_limits,
     set_position,
@@ -49,6 +50,7 @@ def beam_search(model, encoder_token_ids, beam_size=4, alpha=0.6, num_return=1,
         `(batch, num_return, src_len + max_extra_length)` (eos then padding
         after each end) and float32 `(batch, num_return)` penalised scores.
     """
+    check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(
             f"`beam_size` must be a positive integer. Received: beam_size={beam_size!r}"

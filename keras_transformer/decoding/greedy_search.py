@@ -4,6 +4,7 @@ from keras import ops
 
 from keras_transformer.decoding.compile import compiled_search
 from keras_transformer.decoding.search_utils import (
+    check_search_inputs,
     output_limits,
     set_position,
     step_log_probs,
@@ -34,6 +35,7 @@ def greedy_search(model, encoder_token_ids, max_extra_length=50, bos_id=1,
         after each sentence's end) and float32 `(batch,)` summed token
         log-probabilities.
     """
+    check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
     key = ("greedy", max_extra_length, bos_id, eos_id)
     search = compiled_search(
         model, key,

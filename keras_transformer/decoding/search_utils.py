@@ -1,6 +1,9 @@
 """Pieces shared by greedy and beam search."""
 
+import numpy as np
 from keras import ops
+
+from keras_transformer.validation import check_positive_int
 
 # Log-probability of an impossible choice: far below any real score, yet
 # finite, so sums and divisions never make NaN.
@@ -55,3 +58,37 @@ def set_position(sequences, position, tokens):
     length = ops.shape(sequences)[-1]
     hit = ops.equal(ops.arange(length, dtype="int32"), position)
     return ops.where(hit, tokens[..., None], sequences)
+
+
+def check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id):
+    """Raises a `ValueError` naming the bad argument and what is allowed,
+    before anything is compiled: `encoder_token_ids` an integer
+    `(batch, src_len)` array of source-vocabulary ids, `max_extra_length` a
+    positive integer, `bos_id` and `eos_id` two different output-vocabulary
+    ids other than `model.pad_id`."""
+    check_positive_int("max_extra_length", max_extra_length)
+    vocab, pad_id = model.output_vocabulary_size, model.pad_id
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
+                or not 0 <= value < vocab or value == pad_id):
+            raise ValueError(
+                f"`{name}` must be a token id in [0, {vocab}) other than "
+                f"pad_id={pad_id}. Received: {name}={value!r}"
+            )
+    if bos_id == eos_id:
+        raise ValueError(
+            f"`bos_id` and `eos_id` must differ. Received: bos_id={bos_id!r}, "
+            f"eos_id={eos_id!r}"
+        )
+    ids = ops.convert_to_numpy(encoder_token_ids)
+    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(
+            "`encoder_token_ids` must be an integer array of shape (batch, "
+            f"src_len). Received: shape={ids.shape}, dtype={ids.dtype}"
+        )
+    outside = ids[(ids < 0) | (ids >= model.vocabulary_size)]
+    if outside.size:
+        raise ValueError(
+            f"`encoder_token_ids` must be in [0, {model.vocabulary_size}) (the "
+            f"source vocabulary). Received the id {outside[0]}"
+        )

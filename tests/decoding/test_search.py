@@ -6,6 +6,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.decoding import compile as compiled
 from keras_transformer.decoding.compile import CompiledSearch
 from keras_transformer.decoding.greedy_search import greedy_search_fn
 from tests.helpers import to_numpy
@@ -145,3 +146,22 @@ def test_the_loop_traces_once_per_shape_bucket():
 def test_bad_beam_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         beam_search(random_model(), SOURCES, **kwargs)
+
+
+@pytest.mark.parametrize("search", [greedy_search, beam_search])
+@pytest.mark.parametrize("ids, kwargs, message", [
+    (SOURCES[0], {}, r"shape \(batch, src_len\).*shape=\(5,\)"),
+    (SOURCES.astype("float32"), {}, "dtype=float32"),
+    (SOURCES + 15, {}, r"\[0, 20\) \(the source vocabulary\). Received the id 20"),
+    (SOURCES - 1, {}, "Received the id -1"),
+    (SOURCES, dict(max_extra_length=0), "max_extra_length=0"),
+    (SOURCES, dict(max_extra_length=2.5), "max_extra_length=2.5"),
+    (SOURCES, dict(eos_id=20), r"\[0, 20\) other than pad_id=0. Received: eos_id=20"),
+    (SOURCES, dict(bos_id=0), "Received: bos_id=0"),
+    (SOURCES, dict(bos_id=2), "must differ"),
+])
+def test_bad_search_inputs_fail_before_compiling(search, ids, kwargs, message):
+    model = random_model()
+    with pytest.raises(ValueError, match=message):
+        search(model, ids, **kwargs)
+    assert not [key for key in compiled._COMPILED if key[0] == id(model)]
