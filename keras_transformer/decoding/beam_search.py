@@ -11,6 +11,7 @@ from keras_transformer.decoding.search_utils import (
     set_position,
     step_log_probs,
 )
+from keras_transformer.validation import check_positive_int
 
 
 def beam_search(model, encoder_token_ids, beam_size=4, alpha=0.6, num_return=1,
@@ -51,10 +52,7 @@ def beam_search(model, encoder_token_ids, beam_size=4, alpha=0.6, num_return=1,
         after each end) and float32 `(batch, num_return)` penalised scores.
     """
     check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(
-            f"`beam_size` must be a positive integer. Received: beam_size={beam_size!r}"
-        )
+    check_positive_int("beam_size", beam_size)
     if not isinstance(num_return, int) or not 1 <= num_return <= beam_size:
         raise ValueError(
             f"`num_return` must be in [1, beam_size={beam_size}]. "
