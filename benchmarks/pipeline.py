@@ -46,7 +46,9 @@ def run(pairs=2000, vocabulary_size=2000, tokens_per_batch=4096, max_length=128,
         train_tokenizer([side for pair in corpus for side in pair], vocabulary_size, path)
         keras.utils.set_random_seed(0)
         tokenizer = load_tokenizer(path)  # after seeding (see data/tokenizer.py)
-        static = keras.backend.backend() != "torch"  # as `train` does
+        # Keras's "auto" compiles `fit` with XLA on TensorFlow and JAX, which
+        # needs the static shapes (as `train` gives them whenever XLA is on).
+        static = keras.backend.backend() != "torch"
         dataset = make_dataset(corpus, tokenizer, tokens_per_batch, max_length,
                                shuffle=True, static_shapes=static)
         stats = batch_statistics(make_dataset(corpus, tokenizer, tokens_per_batch,

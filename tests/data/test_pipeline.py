@@ -2,7 +2,12 @@ import numpy as np
 import pytest
 
 from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
-from keras_transformer.data.pipeline import bucket_boundaries, make_dataset, padding_efficiency
+from keras_transformer.data.pipeline import (
+    STATIC_BUCKET_STEP,
+    bucket_boundaries,
+    make_dataset,
+    padding_efficiency,
+)
 from keras_transformer.data.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -64,7 +69,7 @@ def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer)
 def test_static_shapes_give_one_shape_per_bucket(numbers_tokenizer):
     tokenizer, _ = numbers_tokenizer
     pairs = numbers_and_dates("valid")
-    boundaries = bucket_boundaries(64, step=1.1)  # wider buckets: fewer programs
+    boundaries = bucket_boundaries(64, step=STATIC_BUCKET_STEP)  # wider: fewer programs
     dynamic = make_dataset(pairs, tokenizer, 256, 64, shuffle=False)
     static = make_dataset(pairs, tokenizer, 256, 64, shuffle=False, static_shapes=True)
 
