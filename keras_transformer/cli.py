@@ -52,8 +52,10 @@ def _train(args):
 
 
 def _translate(args):
+    from keras_transformer.compilation_cache import enable_compilation_cache
     from keras_transformer.translator import Translator
 
+    enable_compilation_cache()  # the beam search's programs, from an earlier run
     translator = Translator.load(args.run_dir, beam_size=args.beam_size, alpha=args.alpha)
     stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
     with stream:

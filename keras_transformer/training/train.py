@@ -16,6 +16,7 @@ import time
 
 import keras
 
+from keras_transformer.compilation_cache import enable_compilation_cache
 from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
 from keras_transformer.data.readers import read_corpus
@@ -173,6 +174,9 @@ def train(config):
     preset = PRESETS[config.preset]["config"]
     parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
     jit_compile = resolve_jit_compile(config.jit_compile)
+    cache_dir = enable_compilation_cache()
+    if cache_dir:
+        print(f"compiled XLA programs are cached in {cache_dir}")
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     os.makedirs(config.run_dir, exist_ok=True)
     train_pairs, valid_pairs, test_pairs = load_splits(config)
