@@ -93,7 +93,7 @@ def main(out_dir):
     tokenizer = train_tokenizer([s for p in pairs for s in p], 200,
                                 os.path.join(out_dir, "tokenizer.model"))
     # In memory, as seeding a model destroys the tokenizer's TF resources;
-    # Up to STEPS batches of the most common shape, so the step compiles once.
+    # up to STEPS batches of the most common shape, so the step compiles once.
     batches = list(make_dataset(pairs, tokenizer, tokens_per_batch=512, max_length=32,
                                 shuffle=False, static_shapes=True,
                                 batch_multiple=2).as_numpy_iterator())
