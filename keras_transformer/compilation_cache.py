@@ -33,10 +33,10 @@ def default_cache_dir():
     return os.path.join(root, "keras_transformer", "xla")
 
 
-def enable_compilation_cache(directory=None):
-    """Turns JAX's persistent compilation cache on, in `directory`
-    (default: `default_cache_dir()`), unless a directory is already set,
-    e.g. by `JAX_COMPILATION_CACHE_DIR`, which then wins.
+def enable_compilation_cache():
+    """Turns JAX's persistent compilation cache on, in `default_cache_dir()`,
+    unless a directory is already set, e.g. by `JAX_COMPILATION_CACHE_DIR`,
+    which then wins.
 
     Returns:
         The cache directory in use, or None on other backends or where
@@ -50,7 +50,7 @@ def enable_compilation_cache(directory=None):
         return None
     if jax.config.jax_compilation_cache_dir:
         return jax.config.jax_compilation_cache_dir
-    directory = directory or default_cache_dir()
+    directory = default_cache_dir()
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_compilation_cache_max_size", MAX_CACHE_BYTES)
     return directory
