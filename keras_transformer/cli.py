@@ -19,6 +19,15 @@ def _jit_compile(value):
     return choices[value.lower()]
 
 
+def _alpha(value):
+    if value == "auto":
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a number; got {value!r}") from None
+
+
 def _add_train_arguments(parser):
     from keras_transformer.training.train import TrainConfig
 
@@ -32,6 +41,8 @@ def _add_train_arguments(parser):
                 kind = float
             if field.name == "jit_compile":
                 kind = _jit_compile
+            if field.name == "alpha":
+                kind = _alpha
             parser.add_argument(flag, type=kind, default=field.default,
                                 help=f"(default: {field.default})")
 
@@ -56,7 +67,10 @@ def _translate(args):
     from keras_transformer.translator import Translator
 
     enable_compilation_cache()  # the beam search's programs, from an earlier run
-    translator = Translator.load(args.run_dir, beam_size=args.beam_size, alpha=args.alpha)
+    # The run directory's saved settings (a tuned alpha), unless given here.
+    overrides = {name: getattr(args, name) for name in ("beam_size", "alpha")
+                 if getattr(args, name) is not None}
+    translator = Translator.load(args.run_dir, **overrides)
     stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
     with stream:
         lines = [line.rstrip("\n") for line in stream]
@@ -87,8 +101,10 @@ def main(argv=None):
     translate = commands.add_parser("translate", help="translate stdin or a file")
     translate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
     translate.add_argument("--input", help="a file of sentences (default: stdin)")
-    translate.add_argument("--beam-size", type=int, default=4)
-    translate.add_argument("--alpha", type=float, default=0.6)
+    translate.add_argument("--beam-size", type=int,
+                           help="(default: the run's, else 4)")
+    translate.add_argument("--alpha", type=float,
+                           help="(default: the run's, else 0.6)")
     translate.add_argument("--batch-size", type=int, default=64)
     average = commands.add_parser("average", help="average the last checkpoints")
     average.add_argument("checkpoint_dir")

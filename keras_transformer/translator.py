@@ -1,5 +1,6 @@
 """String in, string out: tokenizer + model + beam search + detokenizer."""
 
+import json
 import os
 import warnings
 
@@ -10,6 +11,7 @@ from keras_transformer.data.tokenizer import EOS_ID, TOKENIZER_FILE, load_tokeni
 from keras_transformer.decoding import beam_search
 
 MODEL_FILE = "model.keras"
+SETTINGS_FILE = "translator.json"  # the search settings, e.g. a tuned alpha
 
 
 class Translator:
@@ -101,12 +103,20 @@ class Translator:
         text = keras.ops.convert_to_numpy(text)[0] if not isinstance(text, list) else text[0]
         return text.decode("utf-8") if isinstance(text, bytes) else str(text)
 
+    def settings(self):
+        """The search settings `save` writes and `load` restores."""
+        return {"beam_size": self.beam_size, "alpha": self.alpha,
+                "max_extra_length": self.max_extra_length}
+
     def save(self, directory):
-        """Writes `model.keras` and `tokenizer.model` into `directory`."""
+        """Writes `model.keras`, `tokenizer.model` and the search settings
+        (`translator.json`) into `directory`."""
         os.makedirs(directory, exist_ok=True)
         self.model.save(os.path.join(directory, MODEL_FILE))
         with open(os.path.join(directory, TOKENIZER_FILE), "wb") as f:
             f.write(self.tokenizer.proto)
+        with open(os.path.join(directory, SETTINGS_FILE), "w") as f:
+            json.dump(self.settings(), f, indent=2)
 
     def export_saved_model(self, path):
         """Exports this translator, string in and string out, as a TensorFlow
@@ -117,10 +127,17 @@ class Translator:
 
     @classmethod
     def load(cls, directory, **kwargs):
-        """Loads what `save` wrote (or a training run directory)."""
+        """Loads what `save` wrote (or a training run directory), with the
+        saved search settings unless `kwargs` (the constructor's) override
+        them."""
         model_path = os.path.join(directory, MODEL_FILE)
         if not os.path.isfile(model_path):
             raise FileNotFoundError(f"No {MODEL_FILE} in {directory!r}")
         model = keras.saving.load_model(model_path, compile=False)
         tokenizer = load_tokenizer(os.path.join(directory, TOKENIZER_FILE))
-        return cls(model, tokenizer, **kwargs)
+        settings_path = os.path.join(directory, SETTINGS_FILE)
+        settings = {}
+        if os.path.isfile(settings_path):  # absent in directories saved before it
+            with open(settings_path) as f:
+                settings = json.load(f)
+        return cls(model, tokenizer, **{**settings, **kwargs})

@@ -1,5 +1,7 @@
 """Beam search with a length penalty, as in the paper's section 6.1."""
 
+import numbers
+
 from keras import ops
 
 from keras_transformer.decoding.compile import compiled_search
@@ -58,17 +60,19 @@ def beam_search(model, encoder_token_ids, beam_size=4, alpha=0.6, num_return=1,
             f"`num_return` must be in [1, beam_size={beam_size}]. "
             f"Received: num_return={num_return!r}"
         )
-    if alpha < 0:
-        raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha!r}")
-    key = ("beam", beam_size, float(alpha), num_return, max_extra_length, bos_id, eos_id)
+    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or not alpha >= 0:
+        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    # alpha is an argument of the compiled search, so every alpha shares
+    # its programs.
+    key = ("beam", beam_size, num_return, max_extra_length, bos_id, eos_id)
     search = compiled_search(
         model, key,
-        lambda ids: beam_search_fn(
+        lambda ids, alpha: beam_search_fn(
             model, ids, beam_size, alpha, num_return, max_extra_length, bos_id,
             eos_id,
         ),
     )
-    tokens, scores = search(encoder_token_ids)
+    tokens, scores = search(encoder_token_ids, float(alpha))
     return ops.convert_to_numpy(tokens), ops.convert_to_numpy(scores)
 
 
@@ -83,7 +87,8 @@ def _gather_beams(x, beam_indices):
 
 def beam_search_fn(model, encoder_token_ids, beam_size, alpha, num_return,
                    max_extra_length, bos_id, eos_id):
-    """The traceable beam search loop (`keras.ops` only); see `beam_search`."""
+    """The traceable beam search loop (`keras.ops` only); see `beam_search`.
+    `alpha` is a float or a float32 scalar tensor."""
     pad_id = model.pad_id
     k = beam_size
     batch, src_len = ops.shape(encoder_token_ids)

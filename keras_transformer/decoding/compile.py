@@ -12,20 +12,23 @@ compiles differently:
   graph is recorded.
 
 jax.jit and tf.function cache one program per input shape, so decoding a
-second batch of the same shape bucket reuses it. `trace_count` counts how
-many times the Python function was traced, for tests.
+second batch of the same shape bucket reuses it. Float settings such as the
+length penalty's alpha are passed in as scalar tensors, not baked in, so
+the same programs serve every value. `trace_count` counts how many times
+the Python function was traced, for tests.
 """
 
 import keras
 
 
 class CompiledSearch:
-    """`fn(encoder_token_ids) -> outputs`, compiled for the current backend.
+    """`fn(encoder_token_ids, *floats) -> outputs`, compiled for the current
+    backend.
 
     Args:
         model: the `Transformer` whose variables `fn` reads.
-        fn: a function of one int tensor `(batch, src_len)` written with
-            `keras.ops`.
+        fn: a function written with `keras.ops` of one int tensor
+            `(batch, src_len)` and any number of float32 scalar tensors.
     """
 
     def __init__(self, model, fn):
@@ -34,9 +37,9 @@ class CompiledSearch:
         self.trace_count = 0
         self._compiled = self._compile()
 
-    def _traced(self, encoder_token_ids):
+    def _traced(self, encoder_token_ids, *floats):
         self.trace_count += 1  # runs only while tracing on JAX and TensorFlow
-        return self.fn(encoder_token_ids)
+        return self.fn(encoder_token_ids, *floats)
 
     def _compile(self):
         backend = keras.backend.backend()
@@ -45,12 +48,12 @@ class CompiledSearch:
 
             variables = self.model.variables
 
-            def stateless(values, encoder_token_ids):
+            def stateless(values, *args):
                 with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                    return self._traced(encoder_token_ids)
+                    return self._traced(*args)
 
             jitted = jax.jit(stateless)
-            return lambda ids: jitted([v.value for v in variables], ids)
+            return lambda *args: jitted([v.value for v in variables], *args)
         if backend == "tensorflow":
             import tensorflow as tf
 
@@ -58,16 +61,17 @@ class CompiledSearch:
         if backend == "torch":
             import torch
 
-            def no_grad(encoder_token_ids):
+            def no_grad(*args):
                 with torch.no_grad():
-                    return self._traced(encoder_token_ids)
+                    return self._traced(*args)
 
             return no_grad
         return self._traced
 
-    def __call__(self, encoder_token_ids):
+    def __call__(self, encoder_token_ids, *floats):
         ids = keras.ops.convert_to_tensor(encoder_token_ids, "int32")
-        return self._compiled(ids)
+        floats = [keras.ops.convert_to_tensor(x, "float32") for x in floats]
+        return self._compiled(ids, *floats)
 
 
 _COMPILED = {}

@@ -3,13 +3,15 @@
 Corpus -> shared SentencePiece vocabulary -> length-bucketed tf.data ->
 `Transformer.fit` (warmup schedule, Adam 0.9/0.98/1e-9, label smoothing,
 residual dropout) with atomic per-epoch checkpoints and TensorBoard logs ->
-averaging of the last checkpoints -> BLEU and chrF (sacrebleu) with beam
-search on the test split -> `model.keras` + `tokenizer.model` in the run
-directory.
+averaging of the last checkpoints -> the length penalty's alpha chosen on
+the validation split -> BLEU and chrF (sacrebleu) with beam search on the
+test split -> `model.keras` + `tokenizer.model` + `translator.json` in the
+run directory.
 """
 
 import dataclasses
 import json
+import numbers
 import os
 import random
 import time
@@ -32,6 +34,11 @@ from keras_transformer.training.checkpoints import (
     list_checkpoints,
 )
 from keras_transformer.translator import Translator
+
+# Section 6.1: beam size and alpha "were chosen after experimentation on the
+# development set". `alpha="auto"` does the same on the validation split.
+ALPHA_CANDIDATES = (0.6, 0.8, 1.0, 1.2)
+ALPHA_SENTENCES = 500  # validation sentences that choose alpha
 
 
 @dataclasses.dataclass
@@ -69,7 +76,9 @@ class TrainConfig:
     # for the last one: off by default (1), `--average-last 5` to use it.
     average_last: int = 1
     beam_size: int = 4
-    alpha: float = 0.6
+    # "auto": the best of ALPHA_CANDIDATES on the validation split; or a
+    # number >= 0 (the paper's choice for WMT was 0.6).
+    alpha: str = "auto"
     eval_sentences: int = 1000  # test sentences for BLEU (0 = all)
     resume: bool = False
     # "auto": XLA on JAX only (see `resolve_jit_compile`); True or False.
@@ -136,6 +145,14 @@ def resolve_jit_compile(setting):
     )
 
 
+def check_alpha(setting):
+    """Raises a ValueError unless `setting` is "auto" or a number >= 0."""
+    if setting == "auto" or (isinstance(setting, numbers.Real)
+                             and not isinstance(setting, bool) and setting >= 0):
+        return
+    raise ValueError(f'`alpha` must be "auto" or a number >= 0. Received: alpha={setting!r}')
+
+
 def build_model(config, vocabulary_size, jit_compile):
     overrides = {"vocabulary_size": vocabulary_size, "max_length": max(
         config.max_length, PRESETS[config.preset]["config"]["max_length"])}
@@ -165,6 +182,18 @@ def evaluate_bleu(translator, pairs):
             "samples": list(zip(sources, hypotheses, references))[:5]}
 
 
+def choose_alpha(translator, pairs, candidates=ALPHA_CANDIDATES):
+    """Sets `translator.alpha` to the candidate whose translations of
+    `pairs` score the best corpus BLEU (the first on a tie); returns
+    `{alpha: BLEU}`."""
+    bleu = {}
+    for alpha in candidates:
+        translator.alpha = alpha
+        bleu[alpha] = evaluate_bleu(translator, pairs)["bleu"]
+    translator.alpha = max(bleu, key=bleu.get)
+    return bleu
+
+
 def train(config):
     """Runs the training program; returns a dict of results."""
     keras.utils.set_random_seed(config.seed)
@@ -174,6 +203,7 @@ def train(config):
     preset = PRESETS[config.preset]["config"]
     parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
     jit_compile = resolve_jit_compile(config.jit_compile)
+    check_alpha(config.alpha)
     cache_dir = enable_compilation_cache()
     if cache_dir:
         print(f"compiled XLA programs are cached in {cache_dir}")
@@ -244,8 +274,16 @@ def train(config):
         paths = [p for _, p in checkpoints[-config.average_last:]]
         print(f"averaging the last {len(paths)} checkpoints")
         model = average_checkpoints(paths)
-    translator = Translator(model, tokenizer, beam_size=config.beam_size,
-                            alpha=config.alpha)
+    translator = Translator(model, tokenizer, beam_size=config.beam_size)
+    alpha_bleu = None
+    if config.alpha == "auto":
+        valid = valid_pairs[:ALPHA_SENTENCES]
+        alpha_bleu = choose_alpha(translator, valid)
+        print(f"length penalty on {len(valid)} validation sentences: "
+              + ", ".join(f"alpha {a}: BLEU {b:.2f}" for a, b in alpha_bleu.items())
+              + f"; using alpha {translator.alpha}")
+    else:
+        translator.alpha = config.alpha
     translator.save(config.run_dir)
 
     test = test_pairs[: config.eval_sentences or None]
@@ -253,7 +291,9 @@ def train(config):
     results = {
         "bleu": scores["bleu"], "chrf": scores["chrf"],
         "test_sentences": len(test), "training_minutes": minutes,
-        "steps": steps,
+        "steps": steps, "alpha": translator.alpha,
+        "alpha_validation_bleu": None if alpha_bleu is None else {
+            str(a): b for a, b in alpha_bleu.items()},
         "padding_efficiency": efficiency, "backend": keras.backend.backend(),
         "jit_compile": jit_compile, "static_shapes": static_shapes,
         "distribution": config.distribution,

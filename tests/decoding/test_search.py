@@ -108,6 +108,17 @@ def test_wide_beam_finds_the_exhaustive_best(exhaustive, alpha):
         assert scores[0, rank] == pytest.approx(expected[rank][0], rel=1e-4)
 
 
+def test_every_alpha_shares_the_compiled_search():
+    # (The exhaustive test checks each alpha's result.)
+    model = random_model()
+    for alpha in (0.0, 0.6, 2.0):
+        beam_search(model, SOURCES, beam_size=2, alpha=alpha, max_extra_length=3)
+    searches = [search for key, search in compiled._COMPILED.items() if key[0] == id(model)]
+    assert len(searches) == 1
+    if keras.backend.backend() in ("jax", "tensorflow"):
+        assert searches[0].trace_count == 1  # one program for the three alphas
+
+
 def test_paper_beam_returns_sorted_n_best_within_the_length_limit():
     model = random_model()
     tokens, scores = beam_search(model, SOURCES, beam_size=4, alpha=0.6,
@@ -142,6 +153,8 @@ def test_the_loop_traces_once_per_shape_bucket():
     (dict(beam_size=0), "beam_size=0"),
     (dict(beam_size=2, num_return=3), r"num_return=3"),
     (dict(alpha=-1.0), "alpha=-1.0"),
+    (dict(alpha=float("nan")), "alpha=nan"),
+    (dict(alpha="1.0"), "alpha='1.0'"),
 ])
 def test_bad_beam_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):

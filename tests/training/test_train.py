@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,12 @@ import pytest
 from keras_transformer import cli
 from keras_transformer.data.embedded import numbers_and_dates
 from keras_transformer.training import TrainConfig, average_checkpoints, list_checkpoints, train
+from keras_transformer.training.train import (
+    ALPHA_CANDIDATES,
+    ALPHA_SENTENCES,
+    evaluate_bleu,
+    load_splits,
+)
 from keras_transformer.translator import Translator
 
 
@@ -66,12 +73,31 @@ def test_xla_and_static_shapes_only_on_jax_by_default(run):
         assert results["static_shapes"] is on_jax
 
 
-@pytest.mark.parametrize("setting", ["true", 1, None])
-def test_bad_jit_compile_fails_before_any_work(setting, tmp_path):
+@pytest.mark.parametrize("name, setting", [
+    ("jit_compile", "true"), ("jit_compile", 1), ("jit_compile", None),
+    ("alpha", "best"), ("alpha", -0.5), ("alpha", True),
+])
+def test_bad_settings_fail_before_any_work(name, setting, tmp_path):
     run_dir = tmp_path / "run"
-    with pytest.raises(ValueError, match=f"jit_compile={setting!r}"):
-        train(TrainConfig(corpus="numbers", run_dir=str(run_dir), jit_compile=setting))
+    with pytest.raises(ValueError, match=re.escape(f"{name}={setting!r}")):
+        train(TrainConfig(corpus="numbers", run_dir=str(run_dir), **{name: setting}))
     assert not run_dir.exists()
+
+
+def test_alpha_is_chosen_on_the_validation_split_and_saved(run):
+    config, _, second = run
+    table = {float(alpha): bleu for alpha, bleu in second["alpha_validation_bleu"].items()}
+    assert list(table) == list(ALPHA_CANDIDATES)
+    assert second["alpha"] == max(table, key=table.get)
+    translator = Translator.load(config.run_dir)  # translator.json's alpha
+    assert translator.alpha == second["alpha"]
+    # The table holds the BLEU of each alpha's translations.
+    _, valid, _ = load_splits(config)
+    for alpha in (second["alpha"], ALPHA_CANDIDATES[0]):
+        translator.alpha = alpha
+        bleu = evaluate_bleu(translator, valid[:ALPHA_SENTENCES])["bleu"]
+        assert bleu == pytest.approx(table[alpha], rel=1e-6)
+    assert Translator.load(config.run_dir, alpha=0.0).alpha == 0.0  # an argument wins
 
 
 def test_average_is_the_mean_of_the_checkpoints(run):
@@ -147,3 +173,10 @@ def test_saved_model_translates_without_the_package(run, tmp_path):
         capture_output=True, text=True, check=True,
     )
     assert json.loads(result.stdout) == expected
+
+
+def test_train_command_takes_auto_or_a_number_for_alpha(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["train", "--alpha", "best"])
+    assert stopped.value.code == 2
+    assert "expected auto or a number; got 'best'" in capsys.readouterr().err
