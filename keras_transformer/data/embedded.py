@@ -19,8 +19,9 @@ def _check_split(split):
 def bible_en_fr(split="train"):
     """English (World English Bible) - French (Louis Segond 1910) verse pairs.
 
-    About 16,400 training pairs and 1,000 each for validation and test, all
-    of at most 25 English words (see `corpora/NOTICE`).
+    About 16,000 training pairs and 1,000 each for validation and test, all
+    of at most 25 English words, no English sentence in two splits (see
+    `corpora/NOTICE`).
 
     Returns:
         A list of `(english, french)` strings.

@@ -131,7 +131,7 @@ def resolve_jit_compile(setting):
     "auto" compiles the training step with XLA on JAX, which otherwise runs
     op by op. Not on TensorFlow: XLA compiles one program per batch shape,
     so it needs the static-shape pipeline (20% buckets, padding efficiency
-    82.3% on the embedded corpus) and a first epoch of compiling, while graph
+    82.7% on the embedded corpus) and a first epoch of compiling, while graph
     mode takes every shape at the same speed (0.15 s a step of `tiny`, BLEU
     6.7 against 6.5 in the 10-minute demo, measured). Not on PyTorch
     (Keras's own "auto" there).

