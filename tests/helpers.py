@@ -27,10 +27,11 @@ def numpy_softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def numpy_attention(layer, query, value, mask):
+def numpy_attention(layer, query, value, mask, key=None):
     """Reference multi-head attention with the weights of `layer`.
 
-    query (B, T, D), value (B, S, D), mask bool (B, T, S) or None.
+    query (B, T, D), value (B, S, D), mask bool (B, T, S) or None, key
+    (B, S, D) or None (= value).
     Returns output (B, T, D_out) and weights (B, h, T, S).
     """
     wq, bq, wk, bk, wv, bv, wo, bo = [
@@ -44,7 +45,8 @@ def numpy_attention(layer, query, value, mask):
     B, T, _ = query.shape
     S = value.shape[1]
     q = (query @ wq + bq).reshape(B, T, h, dk).transpose(0, 2, 1, 3)
-    k = (value @ wk + bk).reshape(B, S, h, dk).transpose(0, 2, 1, 3)
+    key = value if key is None else key
+    k = (key @ wk + bk).reshape(B, S, h, dk).transpose(0, 2, 1, 3)
     v = (value @ wv + bv).reshape(B, S, h, dv).transpose(0, 2, 1, 3)
     scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dk)  # (B, h, T, S)
     if mask is not None:

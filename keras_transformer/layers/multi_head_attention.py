@@ -27,7 +27,9 @@ class MultiHeadAttention(keras.layers.Layer):
     applied to each head, and the concatenated heads are projected by `W^O`
     back to the query's width. All four projections have biases. In
     self-attention (`value` and `key` are `query` or omitted) the three
-    input projections run as one matmul with the kernels side by side.
+    input projections run as one matmul with the kernels side by side, and
+    the key and value projections of one memory (`key` is `value` or
+    omitted, as in cross-attention) as another.
 
     Mask contract (shared by every layer of this package):
     - `padding_mask`: bool `(batch, k_len)`, True = real key token.
@@ -138,26 +140,39 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, length, self.num_heads, head_dim))
 
+    def _project_fused(self, x, denses, head_dims):
+        """Several projections of the same input in one matmul, `x [W_1 |
+        W_2 | ...]` (the kernels and biases concatenated), split into heads.
+
+        x: (batch, len, d_in) --> one (batch, len, heads, head_dim) per
+        dense, of the matching `head_dims` entry.
+        """
+        kernel = ops.concatenate([ops.cast(d.kernel, self.compute_dtype) for d in denses], 1)
+        bias = ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in denses], 0)
+        fused = ops.matmul(x, kernel) + bias  # (batch, len, heads * sum(head_dims))
+        widths = [self.num_heads * d for d in head_dims]
+        splits = [sum(widths[: i + 1]) for i in range(len(widths) - 1)]
+        parts = ops.split(fused, splits, axis=-1)
+        return tuple(self._split_heads(p, d) for p, d in zip(parts, head_dims))
+
     def _project_qkv(self, x):
-        """Self-attention's Q, K and V in one matmul, `x [W^Q | W^K | W^V]`
-        (the three kernels and biases concatenated), split into heads.
+        """Self-attention's Q, K and V in one matmul.
 
         x: (batch, len, d_model) --> (batch, len, heads, d_k) twice and
         (batch, len, heads, d_v).
         """
-        denses = (self.query_dense, self.key_dense, self.value_dense)
-        kernel = ops.concatenate([ops.cast(d.kernel, self.compute_dtype) for d in denses], 1)
-        bias = ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in denses], 0)
-        qkv = ops.matmul(x, kernel) + bias  # (batch, len, h * (2 d_k + d_v))
-        h_dk = self.num_heads * self.key_dim
-        q, k, v = ops.split(qkv, [h_dk, 2 * h_dk], axis=-1)
-        return (self._split_heads(q, self.key_dim), self._split_heads(k, self.key_dim),
-                self._split_heads(v, self._value_dim))
+        return self._project_fused(
+            x, (self.query_dense, self.key_dense, self.value_dense),
+            (self.key_dim, self.key_dim, self._value_dim))
 
     def _project_kv(self, value, key=None):
         """(batch, k_len, d_value), (batch, k_len, d_key) or None (= value)
-        --> (batch, k_len, heads, d_k) and (batch, k_len, heads, d_v)."""
-        key = value if key is None else key
+        --> (batch, k_len, heads, d_k) and (batch, k_len, heads, d_v).
+        Keys and values of one memory (the encoder output, in
+        cross-attention) are one matmul."""
+        if key is None or key is value:
+            return self._project_fused(value, (self.key_dense, self.value_dense),
+                                       (self.key_dim, self._value_dim))
         k = self._split_heads(self.key_dense(key), self.key_dim)
         v = self._split_heads(self.value_dense(value), self._value_dim)
         return k, v

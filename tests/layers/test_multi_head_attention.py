@@ -61,17 +61,24 @@ def test_value_dim_and_output_dim():
     np.testing.assert_allclose(to_numpy(out), expected, atol=1e-5)
 
 
-def test_self_attention_in_one_matmul_equals_three_projections():
-    # value is query: Q, K, V from one concatenated kernel; a copy of the
-    # query as value takes the three separate projections. d_v != d_k, so
-    # the split points matter.
+def test_fused_projections_equal_separate_ones():
+    # value is query: Q, K, V from one concatenated kernel; key omitted:
+    # K and V from one (cross-attention); a copy of the value as key takes
+    # the separate projections. d_v != d_k, so the split points matter.
     layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5)
-    query, _ = inputs()
-    fused = to_numpy(layer(query))
-    separate = to_numpy(layer(query, query.copy()))
-    expected, _ = numpy_attention(layer, query, query, None)
-    np.testing.assert_allclose(fused, expected, atol=1e-5)
-    np.testing.assert_allclose(separate, expected, atol=1e-5)
+    query, value = inputs()
+    fused = to_numpy(layer(query))  # builds the layer
+    expected_self, _ = numpy_attention(layer, query, query, None)
+    np.testing.assert_allclose(fused, expected_self, atol=1e-5)
+    expected_cross, _ = numpy_attention(layer, query, value, None)
+    np.testing.assert_allclose(to_numpy(layer(query, value)), expected_cross, atol=1e-5)
+    separate = layer(query, value, key=value.copy())
+    np.testing.assert_allclose(to_numpy(separate), expected_cross, atol=1e-5)
+    # A key other than the value is projected by W^K alone.
+    key = np.flip(value, axis=1).copy()
+    expected_key, _ = numpy_attention(layer, query, value, None, key=key)
+    np.testing.assert_allclose(to_numpy(layer(query, value, key=key)), expected_key,
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
