@@ -43,7 +43,7 @@ ALPHA_SENTENCES = 500  # validation sentences that choose alpha
 
 @dataclasses.dataclass
 class TrainConfig:
-    """Everything `train` needs; the defaults train the `tiny` preset on
+    """Everything `train` needs; the defaults train the `mini` preset on
     the embedded Bible corpus for ten minutes on a 2-core CPU."""
 
     corpus: str = "bible"  # "bible", "numbers", a file, a Moses prefix, tfds:NAME
@@ -51,7 +51,10 @@ class TrainConfig:
     source_language: str = "en"
     target_language: str = "fr"
     run_dir: str = "runs/bible_en_fr"
-    preset: str = "tiny"  # measured: more BLEU in 10 CPU-minutes than "small"
+    # Measured in 10 minutes on a 2-core AMD EPYC: "mini" 6,323 steps,
+    # validation accuracy 0.485, test BLEU 13.21; "tiny" 9,119 steps, 0.451,
+    # 12.06 (11.26 in another run); "small" far fewer steps, far less.
+    preset: str = "mini"
     vocabulary_size: int = 2000  # shared BPE; 8000 measured slower and no better here
     # The paper's 25,000, scaled to a CPU: a step of `tiny` costs about the
     # same at 2,048 and 4,096 tokens, and twice the steps learn faster

@@ -176,7 +176,7 @@ def test_bad_arguments(overrides, message):
 
 
 def test_unknown_preset():
-    with pytest.raises(ValueError, match="'huge'.*tiny, small, base"):
+    with pytest.raises(ValueError, match="'huge'.*tiny, mini, small, base"):
         Transformer.from_preset("huge")
 
 
