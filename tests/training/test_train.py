@@ -19,6 +19,7 @@ from keras_transformer.training import TrainConfig, average_checkpoints, list_ch
 from keras_transformer.training.train import (
     ALPHA_CANDIDATES,
     ALPHA_SENTENCES,
+    build_model,
     evaluate_bleu,
     load_splits,
 )
@@ -76,12 +77,38 @@ def test_xla_and_static_shapes_only_on_jax_by_default(run):
 @pytest.mark.parametrize("name, setting", [
     ("jit_compile", "true"), ("jit_compile", 1), ("jit_compile", None),
     ("alpha", "best"), ("alpha", -0.5), ("alpha", True),
+    ("ema_momentum", 1.0), ("ema_momentum", -0.1), ("ema_momentum", "0.99"),
 ])
 def test_bad_settings_fail_before_any_work(name, setting, tmp_path):
     run_dir = tmp_path / "run"
     with pytest.raises(ValueError, match=re.escape(f"{name}={setting!r}")):
         train(TrainConfig(corpus="numbers", run_dir=str(run_dir), **{name: setting}))
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("momentum", [0.5, 0.0])
+def test_training_ends_with_the_moving_average_of_the_weights(momentum):
+    # One step an epoch, so every step's weights can be read (on JAX they
+    # are only synced back to the variables between epochs).
+    config = TrainConfig(preset="tiny", ema_momentum=momentum, warmup_steps=2,
+                         peak_learning_rate=1e-2, jit_compile=False)
+    model = build_model(config, vocabulary_size=50, jit_compile=False)
+    rng = np.random.default_rng(0)
+    inputs = {"encoder_token_ids": rng.integers(1, 50, (4, 7)),
+              "decoder_token_ids": rng.integers(1, 50, (4, 6))}
+    labels = rng.integers(1, 50, (4, 6))
+    steps = []
+    record = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: steps.append(model.get_weights()))
+    model.fit(inputs, labels, batch_size=4, epochs=4, callbacks=[record], verbose=0)
+    # Keras's rule: the average starts at the first step's weights, then
+    # average = m * average + (1 - m) * weights after every step.
+    expected = steps[0]
+    for weights in steps[1:]:
+        expected = [momentum * a + (1 - momentum) * w for a, w in zip(expected, weights)]
+    assert not np.allclose(steps[-1][0], steps[-2][0])  # the weights did move
+    for final, average in zip(model.get_weights(), expected):
+        np.testing.assert_allclose(final, average, rtol=1e-5, atol=1e-6)
 
 
 def test_alpha_is_chosen_on_the_validation_split_and_saved(run):
