@@ -91,7 +91,7 @@ def test_training_ends_with_the_moving_average_of_the_weights(momentum):
     # One step an epoch, so every step's weights can be read (on JAX they
     # are only synced back to the variables between epochs).
     config = TrainConfig(preset="tiny", ema_momentum=momentum, warmup_steps=2,
-                         peak_learning_rate=1e-2, jit_compile=False)
+                         peak_learning_rate=1e-2)
     model = build_model(config, vocabulary_size=50, jit_compile=False)
     rng = np.random.default_rng(0)
     inputs = {"encoder_token_ids": rng.integers(1, 50, (4, 7)),
