@@ -1,6 +1,7 @@
 """The Transformer's building blocks, one public layer per module."""
 
 from keras_transformer.layers.decoder_block import DecoderBlock
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention

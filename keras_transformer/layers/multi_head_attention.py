@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.validation import check_positive_int, check_rate
 
 # Added to the scores of masked positions. Finite and far below any real
@@ -130,7 +131,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense = dense("key", d_key, h * d_k)  # W^K
         self.value_dense = dense("value", d_value, h * d_v)  # W^V
         self.output_dense = dense("attention_output", h * d_v, d_out)  # W^O
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, dtype=self.dtype_policy
         )
         self.built = True

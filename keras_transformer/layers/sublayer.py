@@ -9,6 +9,7 @@ sub-layer, then `sublayer_output` to add the residual.
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.validation import check_positive_int, check_rate
@@ -79,7 +80,7 @@ class BlockBase(keras.layers.Layer):
         return feed_forward
 
     def _dropout(self):
-        return keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        return Dropout(self.dropout_rate, dtype=self.dtype_policy)
 
     def get_config(self):
         config = super().get_config()

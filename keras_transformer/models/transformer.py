@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.decoder_block import DecoderBlock
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
@@ -148,7 +149,7 @@ class Transformer(keras.Model):
             max_length, learned=learned_positions,
             name="decoder_positional_encoding", dtype=dtype,
         )
-        embedding_dropout = keras.layers.Dropout(
+        embedding_dropout = Dropout(
             dropout_rate, name="embedding_dropout", dtype=dtype
         )
         block_kwargs = dict(
