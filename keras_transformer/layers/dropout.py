@@ -74,9 +74,10 @@ class Dropout(keras.layers.Layer):
         uniforms = ops.concatenate(
             [ops.bitwise_and(bits, _LEVELS - 1), ops.right_shift(bits, _BITS)], -1
         )[..., :width]  # (..., d)
-        scale = ops.cast(_LEVELS / self.threshold, inputs.dtype)
-        return ops.where(uniforms < self.threshold, inputs * scale,
-                         ops.zeros_like(inputs))
+        # 1 / keep or 0 per element; a multiply (rather than a select)
+        # keeps the backward pass to one elementwise product.
+        keep = ops.cast(uniforms < self.threshold, inputs.dtype)
+        return inputs * (keep * ops.cast(_LEVELS / self.threshold, inputs.dtype))
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

@@ -32,11 +32,16 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     computed in the second form: three reductions over the logits, with no
     one-hot target and no `(batch, seq, V)` log-softmax (measured 1.2x
-    faster training steps on JAX at V = 8000). `z[y]` is a sum masked by
-    `v == y` rather than a gather: on TensorFlow the gradient of a gather
-    from logits of unknown shape is a scatter that took a fifth of a
-    `mini` training step (the mask: steps 1.21-1.25x faster in `fit` on
-    Bible batches; on JAX and PyTorch 0-4% slower, measured).
+    faster training steps on JAX at V = 8000). Its gradient is written out,
+
+        d loss / d z[v] = softmax(z)[v] - (1 - eps) * [v == y] - eps / V,
+
+    one elementwise pass from the saved `logsumexp(z)`, instead of the
+    autodiff of each reduction (several passes over `(batch, seq, V)`),
+    and `z[y]` is a gather whose gradient is never taken. Forward and
+    backward at 32 x 64 x 8000, against autodiff of the same form with
+    `z[y]` as a masked sum: PyTorch 186 -> 141 ms, TensorFlow with XLA 25
+    -> 18 ms, graph mode 52 -> 39 ms, JAX 41 -> 31 ms (measured).
     Positions whose label is `pad_id` are ignored, and the result is the mean
     over real (non-pad) tokens, weighted by `sample_weight` if given.
 
@@ -71,12 +76,27 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         """Per-token losses `(batch, seq)`, zero at padding."""
         labels = ops.cast(y_true, "int32")  # (batch, seq)
         logits = ops.cast(y_pred, "float32")  # (batch, seq, V)
-        # z[y]: (batch, seq), summed over the mask v == y: (batch, seq, V)
-        is_label = ops.equal(ops.arange(ops.shape(logits)[-1], dtype="int32"),
-                             labels[..., None])
-        target = ops.sum(ops.where(is_label, logits, 0.0), axis=-1)
-        losses = (ops.logsumexp(logits, axis=-1) - (1.0 - self.epsilon) * target
-                  - self.epsilon * ops.mean(logits, axis=-1))
+        epsilon, vocabulary_size = self.epsilon, logits.shape[-1]
+
+        @ops.custom_gradient
+        def smoothed(z):
+            log_normalizer = ops.logsumexp(z, axis=-1)  # (batch, seq)
+            target = ops.take_along_axis(z, labels[..., None], axis=-1)[..., 0]  # z[y]
+            losses = (log_normalizer - (1.0 - epsilon) * target
+                      - epsilon * ops.mean(z, axis=-1))
+
+            def grad(*args, upstream=None):
+                upstream = args[0] if upstream is None else upstream  # (batch, seq)
+                softmax = ops.exp(z - log_normalizer[..., None])  # (batch, seq, V)
+                is_label = ops.equal(ops.arange(vocabulary_size, dtype="int32"),
+                                     labels[..., None])
+                smoothed_target = ops.where(is_label, 1.0 - epsilon + epsilon / vocabulary_size,
+                                            epsilon / vocabulary_size)
+                return (softmax - smoothed_target) * upstream[..., None]
+
+            return losses, grad
+
+        losses = smoothed(logits)
         real = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
         return losses * real
 
