@@ -64,6 +64,9 @@ def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer)
             assert e[np.count_nonzero(e) - 1] == EOS_ID
         count += enc.shape[0]
     assert count == len(pairs)
+    # Without the autotuner thread, whose wake-up an exhausted iterator's
+    # deletion waited for (seconds at the end of every epoch).
+    assert dataset.options().autotune.enabled is False
 
 
 def test_static_shapes_give_one_shape_per_bucket(numbers_tokenizer):
