@@ -146,8 +146,8 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     # JAX and PyTorch, Keras deletes each epoch's iterator when it runs
     # out, so an epoch of 3.1 s lasted until the wake-up at 5.11 s
     # (measured, TensorFlow 2.21). AUTOTUNE above then means one thread
-    # per core for the maps and a prefetch buffer that grows on demand;
-    # a tokenizing pass over the embedded corpus took as long.
+    # per core (at most 16) for the maps and a prefetch buffer that grows
+    # on demand; a tokenizing pass over the embedded corpus took as long.
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
