@@ -63,7 +63,9 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
             and a bucket's last batch is filled up with rows of padding.
 
     Returns:
-        A batched, prefetched `tf.data.Dataset`.
+        A batched, prefetched `tf.data.Dataset`, with tf.data's model-based
+        autotuning off (it held up the end of every epoch on JAX and
+        PyTorch; see the comment at the end).
     """
     import tensorflow as tf
 
