@@ -13,16 +13,18 @@ LOGITS = np.array(
 LABELS = np.array([[1, 2, 0], [3, 1, 0]], "int32")  # 0 = padding
 
 
-def hand_computed(epsilon):
+def hand_computed(epsilon, logits=LOGITS):
     """Cross-entropy against the smoothed distribution, averaged over the four
-    real tokens, written out the long way."""
-    vocab = LOGITS.shape[-1]
+    real tokens, written out the long way (in float64)."""
+    logits = logits.astype("float64")
+    vocab = logits.shape[-1]
     total, count = 0.0, 0
     for b in range(2):
         for t in range(3):
             if LABELS[b, t] == 0:
                 continue
-            log_p = LOGITS[b, t] - np.log(np.exp(LOGITS[b, t]).sum())
+            log_p = logits[b, t] - np.log(np.exp(logits[b, t] - logits[b, t].max()).sum()) \
+                - logits[b, t].max()
             target = np.full(vocab, epsilon / vocab)
             target[LABELS[b, t]] += 1.0 - epsilon
             total += -(target * log_p).sum()
@@ -30,12 +32,27 @@ def hand_computed(epsilon):
     return total / count
 
 
-@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.2])
-def test_loss_matches_hand_computation(epsilon):
+def smoothed_loss(epsilon=0.1, keep_softmax=None):
+    """The loss, with its softmax kept from the forward pass (PyTorch's
+    form) or recomputed in the backward pass (XLA's), whatever the backend;
+    None: the current backend's form."""
     loss = LabelSmoothedCrossEntropy(epsilon=epsilon)
+    if keep_softmax is not None:
+        loss._keep_softmax = keep_softmax
+    return loss
+
+
+@pytest.mark.parametrize("keep_softmax", [False, True])
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.2])
+def test_loss_matches_hand_computation(epsilon, keep_softmax):
+    loss = smoothed_loss(epsilon, keep_softmax)
     assert float(to_numpy(loss(LABELS, LOGITS))) == pytest.approx(
         hand_computed(epsilon), rel=1e-5
     )
+
+
+def test_loss_keeps_the_softmax_on_pytorch_only():
+    assert LabelSmoothedCrossEntropy()._keep_softmax == (keras.backend.backend() == "torch")
 
 
 def test_loss_equals_keras_dense_label_smoothing_without_padding():
@@ -70,18 +87,36 @@ def logits_gradient(loss, labels, logits):
     return z.grad.numpy()
 
 
-def test_loss_gradient_is_softmax_minus_smoothed_target():
-    # d/dz of the mean smoothed loss: (softmax(z) - target) / real tokens at
-    # real positions, exactly 0 at padding.
-    epsilon, vocab = 0.1, LOGITS.shape[-1]
-    grad = logits_gradient(LabelSmoothedCrossEntropy(epsilon=epsilon), LABELS, LOGITS)
-    expected = np.zeros_like(LOGITS)
+def hand_computed_gradient(epsilon, logits):
+    """d/dz of the mean smoothed loss, in float64: (softmax(z) - target) /
+    real tokens at real positions, exactly 0 at padding."""
+    logits = logits.astype("float64")
+    vocab = logits.shape[-1]
+    expected = np.zeros_like(logits)
     for b, t in zip(*np.nonzero(LABELS)):
         target = np.full(vocab, epsilon / vocab)
         target[LABELS[b, t]] += 1.0 - epsilon
-        softmax = np.exp(LOGITS[b, t]) / np.exp(LOGITS[b, t]).sum()
-        expected[b, t] = (softmax - target) / np.count_nonzero(LABELS)
-    np.testing.assert_allclose(grad, expected, atol=1e-6)
+        softmax = np.exp(logits[b, t] - logits[b, t].max())
+        expected[b, t] = (softmax / softmax.sum() - target) / np.count_nonzero(LABELS)
+    return expected
+
+
+@pytest.mark.parametrize("keep_softmax", [False, True])
+def test_loss_gradient_is_softmax_minus_smoothed_target(keep_softmax):
+    grad = logits_gradient(smoothed_loss(0.1, keep_softmax), LABELS, LOGITS)
+    np.testing.assert_allclose(grad, hand_computed_gradient(0.1, LOGITS), atol=1e-6)
+
+
+@pytest.mark.parametrize("keep_softmax", [False, True])
+def test_loss_at_large_logits(keep_softmax):
+    # At z + 100 a naive exp(z) overflows float32; the reference is float64
+    # NumPy on the same (float32-rounded) logits.
+    loss = smoothed_loss(0.1, keep_softmax)
+    shifted = LOGITS + np.float32(100)
+    assert float(to_numpy(loss(LABELS, shifted))) == pytest.approx(
+        hand_computed(0.1, shifted), rel=1e-5)
+    np.testing.assert_allclose(logits_gradient(loss, LABELS, shifted),
+                               hand_computed_gradient(0.1, shifted), atol=1e-6)
 
 
 def test_loss_sample_weight_and_all_padding():

@@ -42,6 +42,18 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     backward at 32 x 64 x 8000, against autodiff of the same form with
     `z[y]` as a masked sum: PyTorch 186 -> 141 ms, TensorFlow with XLA 25
     -> 18 ms, graph mode 52 -> 39 ms, JAX 41 -> 31 ms (measured).
+
+    Where the softmax comes from depends on the backend. XLA (JAX,
+    TensorFlow) fuses `exp(z - logsumexp(z))` into the gradient's single
+    pass, so the backward pass recomputes it from `z`. PyTorch runs one op
+    at a time, and every new `(batch, seq, V)` float32 tensor is fresh
+    memory that page-faults on first touch (its CPU allocator hands large
+    blocks back to the system), so there the forward pass keeps the
+    softmax, `logsumexp(z) = max(z) - log(max(softmax(z)))`, and the loss
+    allocates four such tensors instead of six: forward and backward at 32
+    x 64 x 8000, 128 -> 85 ms; the reference training step 11% faster
+    (measured). Keeping it on XLA cost 1.3% of the TensorFlow step and
+    3.3% of the JAX step.
     Positions whose label is `pad_id` are ignored, and the result is the mean
     over real (non-pad) tokens, weighted by `sample_weight` if given.
 
@@ -71,23 +83,33 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         check_rate("epsilon", epsilon)
         self.epsilon = epsilon
         self.pad_id = pad_id
+        # Keep the forward pass's softmax for the gradient (see above).
+        self._keep_softmax = keras.backend.backend() == "torch"
 
     def call(self, y_true, y_pred):
         """Per-token losses `(batch, seq)`, zero at padding."""
         labels = ops.cast(y_true, "int32")  # (batch, seq)
         logits = ops.cast(y_pred, "float32")  # (batch, seq, V)
         epsilon, vocabulary_size = self.epsilon, logits.shape[-1]
+        keep_softmax = self._keep_softmax
 
         @ops.custom_gradient
         def smoothed(z):
-            log_normalizer = ops.logsumexp(z, axis=-1)  # (batch, seq)
+            kept = None
+            if keep_softmax:
+                kept = ops.softmax(z, axis=-1)  # (batch, seq, V)
+                # At the argmax the softmax is exp(max z - logsumexp z) >= 1 / V.
+                log_normalizer = ops.max(z, axis=-1) - ops.log(ops.max(kept, axis=-1))
+            else:
+                log_normalizer = ops.logsumexp(z, axis=-1)  # (batch, seq)
             target = ops.take_along_axis(z, labels[..., None], axis=-1)[..., 0]  # z[y]
             losses = (log_normalizer - (1.0 - epsilon) * target
                       - epsilon * ops.mean(z, axis=-1))
 
             def grad(*args, upstream=None):
                 upstream = args[0] if upstream is None else upstream  # (batch, seq)
-                softmax = ops.exp(z - log_normalizer[..., None])  # (batch, seq, V)
+                softmax = (kept if kept is not None
+                           else ops.exp(z - log_normalizer[..., None]))  # (batch, seq, V)
                 is_label = ops.equal(ops.arange(vocabulary_size, dtype="int32"),
                                      labels[..., None])
                 smoothed_target = ops.where(is_label, 1.0 - epsilon + epsilon / vocabulary_size,

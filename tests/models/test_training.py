@@ -30,13 +30,15 @@ def compile_tiny(jit_compile=JIT, peak=None, **overrides):
 def test_tiny_preset_learns_copy_and_reverse():
     x, y = copy_reverse_task(4096, seed=0)
     x_val, y_val = copy_reverse_task(512, seed=1)
-    # The paper's formula peaks at 1.25e-2 here; at 2e-3 the validation
-    # accuracy was 0.9865-1.0 after every epoch from the 4th on, on every
-    # backend (measured), where the formula's still swung 0.97-1.0 after 16.
+    # The paper's formula peaks at 1.25e-2 here, and its validation accuracy
+    # still swung 0.97-1.0 after 16 epochs. At 2e-3 it is 0.98-1.0 from the
+    # 4th epoch on, but a loss spike can take one epoch down to 0.93-0.97
+    # (measured on PyTorch over 7 runs, seeds and peaks 1e-3 and 2e-3), so
+    # the test takes the median of epochs 5-8.
     model = compile_tiny(peak=2e-3)
-    model.fit(x, y, batch_size=64, epochs=8, verbose=0)
-    result = model.evaluate(x_val, y_val, batch_size=128, verbose=0, return_dict=True)
-    assert result["masked_accuracy"] >= 0.98, result
+    history = model.fit(x, y, batch_size=64, epochs=8, validation_data=(x_val, y_val),
+                        verbose=0).history["val_masked_accuracy"]
+    assert np.median(history[4:]) >= 0.99, history
 
 
 def test_keras_file_restores_weights_optimizer_and_schedule(tmp_path):
