@@ -23,8 +23,8 @@ def hand_computed(epsilon, logits=LOGITS):
         for t in range(3):
             if LABELS[b, t] == 0:
                 continue
-            log_p = logits[b, t] - np.log(np.exp(logits[b, t] - logits[b, t].max()).sum()) \
-                - logits[b, t].max()
+            shifted = logits[b, t] - logits[b, t].max()
+            log_p = shifted - np.log(np.exp(shifted).sum())
             target = np.full(vocab, epsilon / vocab)
             target[LABELS[b, t]] += 1.0 - epsilon
             total += -(target * log_p).sum()

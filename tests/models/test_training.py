@@ -33,7 +33,7 @@ def test_tiny_preset_learns_copy_and_reverse():
     # The paper's formula peaks at 1.25e-2 here, and its validation accuracy
     # still swung 0.97-1.0 after 16 epochs. At 2e-3 it is 0.98-1.0 from the
     # 4th epoch on, but a loss spike can take one epoch down to 0.93-0.97
-    # (measured on PyTorch over 7 runs, seeds and peaks 1e-3 and 2e-3), so
+    # (measured on PyTorch over 9 runs, seeds and peaks 1e-3 and 2e-3), so
     # the test takes the median of epochs 5-8.
     model = compile_tiny(peak=2e-3)
     history = model.fit(x, y, batch_size=64, epochs=8, validation_data=(x_val, y_val),
