@@ -8,6 +8,31 @@ def to_numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
+def gradients(function, *inputs):
+    """The gradients of a scalar `function(*inputs)` with respect to each
+    float32 array in `inputs`, by the current backend's autodiff, as NumPy."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        grads = jax.grad(function, argnums=tuple(range(len(inputs))))(*inputs)
+        return [np.asarray(g) for g in grads]
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tensors = [tf.constant(x) for x in inputs]
+        with tf.GradientTape() as tape:
+            for tensor in tensors:
+                tape.watch(tensor)
+            value = function(*tensors)
+        return [g.numpy() for g in tape.gradient(value, tensors)]
+    import torch
+
+    tensors = [torch.tensor(x, requires_grad=True) for x in inputs]
+    function(*tensors).backward()
+    return [t.grad.numpy() for t in tensors]
+
+
 def assert_config_roundtrip(layer):
     """`from_config(get_config())` rebuilds a layer with the same config."""
     config = layer.get_config()

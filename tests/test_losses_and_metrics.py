@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy
-from tests.helpers import to_numpy
+from tests.helpers import gradients, to_numpy
 
 LOGITS = np.array(
     [[[2.0, 1.0, 0.1, -1.0], [0.5, 0.5, 3.0, 0.0], [1.0, 2.0, 3.0, 4.0]],
@@ -67,24 +67,7 @@ def test_loss_equals_keras_dense_label_smoothing_without_padding():
 
 def logits_gradient(loss, labels, logits):
     """d loss / d logits, by the current backend's autodiff."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return np.asarray(jax.grad(lambda z: loss(labels, z))(logits))
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        z = tf.constant(logits)
-        with tf.GradientTape() as tape:
-            tape.watch(z)
-            value = loss(labels, z)
-        return tape.gradient(value, z).numpy()
-    import torch
-
-    z = torch.tensor(logits, requires_grad=True)
-    loss(torch.tensor(labels), z).backward()
-    return z.grad.numpy()
+    return gradients(lambda z: loss(labels, z), logits)[0]
 
 
 def hand_computed_gradient(epsilon, logits):

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.validation import check_positive_int
 
 
@@ -38,12 +39,12 @@ class FeedForward(keras.layers.Layer):
 
     def build(self, inputs_shape):
         d_model = inputs_shape[-1]
-        self.inner_dense = keras.layers.Dense(
+        self.inner_dense = PositionWiseDense(
             self.d_ff, activation=self.activation, name="inner",
             dtype=self.dtype_policy,
         )  # W1, b1
         self.inner_dense.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = PositionWiseDense(
             d_model, name="output", dtype=self.dtype_policy
         )  # W2, b2
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.d_ff,))

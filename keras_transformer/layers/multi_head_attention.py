@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.position_wise_dense import PositionWiseDense, position_wise_matmul
 from keras_transformer.validation import check_positive_int, check_rate
 
 # Added to the scores of masked positions. Finite and far below any real
@@ -123,7 +124,7 @@ class MultiHeadAttention(keras.layers.Layer):
         d_out = self.output_dim or d_query
 
         def dense(name, d_in, d_o):
-            layer = keras.layers.Dense(d_o, name=name, dtype=self.dtype_policy)
+            layer = PositionWiseDense(d_o, name=name, dtype=self.dtype_policy)
             layer.build((None, d_in))
             return layer
 
@@ -150,7 +151,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         kernel = ops.concatenate([ops.cast(d.kernel, self.compute_dtype) for d in denses], 1)
         bias = ops.concatenate([ops.cast(d.bias, self.compute_dtype) for d in denses], 0)
-        fused = ops.matmul(x, kernel) + bias  # (batch, len, heads * sum(head_dims))
+        fused = position_wise_matmul(x, kernel) + bias  # (batch, len, heads * sum(head_dims))
         widths = [self.num_heads * d for d in head_dims]
         splits = [sum(widths[: i + 1]) for i in range(len(widths) - 1)]
         parts = ops.split(fused, splits, axis=-1)

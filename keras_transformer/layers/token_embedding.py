@@ -6,6 +6,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.position_wise_dense import position_wise_matmul
 from keras_transformer.validation import check_positive_int
 
 
@@ -69,7 +70,7 @@ class TokenEmbedding(keras.layers.Layer):
         if reverse:
             # (batch, seq, d_model) @ (d_model, vocab) --> (batch, seq, vocab)
             kernel = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
-            return ops.matmul(inputs, kernel)
+            return position_wise_matmul(inputs, kernel)
         # (batch, seq) --> (batch, seq, d_model)
         embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
         return ops.cast(embedded, self.compute_dtype) * ops.cast(

@@ -6,6 +6,7 @@ from keras import ops
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_block import EncoderBlock
+from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.presets import PRESETS
@@ -137,7 +138,7 @@ class Transformer(keras.Model):
             )
         output_projection = None
         if not tie_embeddings:
-            output_projection = keras.layers.Dense(
+            output_projection = PositionWiseDense(
                 target_vocabulary_size or vocabulary_size, use_bias=False,
                 name="output_projection", dtype=dtype,
             )

@@ -1,0 +1,70 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.layers import PositionWiseDense
+from keras_transformer.layers import position_wise_dense
+from keras_transformer.layers.position_wise_dense import (
+    MIN_CONVOLUTION_POSITIONS, position_wise_matmul)
+from tests.helpers import assert_config_roundtrip, gradients, to_numpy
+
+# (batch, len, d_in): 6 positions, and 320, past MIN_CONVOLUTION_POSITIONS.
+SMALL, LARGE = (2, 3, 8), (4, 80, 8)
+
+
+@pytest.fixture
+def convolutions(monkeypatch):
+    """Counts the calls of keras.ops.conv while the test runs."""
+    calls = []
+    conv = keras.ops.conv
+
+    def counting(*args, **kwargs):
+        calls.append(args[0].shape)
+        return conv(*args, **kwargs)
+
+    monkeypatch.setattr(position_wise_dense.ops, "conv", counting)
+    return calls
+
+
+@pytest.mark.parametrize("shape", [SMALL, LARGE])
+def test_matmul_and_its_gradients_match_numpy(shape, convolutions):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=shape).astype("float32")
+    kernel = rng.normal(size=(8, 5)).astype("float32")
+    weights = rng.normal(size=shape[:-1] + (5,)).astype("float32")
+    product = position_wise_matmul(keras.ops.convert_to_tensor(x), kernel)
+    np.testing.assert_allclose(to_numpy(product), x @ kernel, atol=1e-5)
+    # d sum(weights * x W) / dx = weights W^T, / dW = sum over positions x^T weights
+    dx, dkernel = gradients(
+        lambda x, k: keras.ops.sum(keras.ops.multiply(position_wise_matmul(x, k), weights)),
+        x, kernel)
+    np.testing.assert_allclose(dx, weights @ kernel.T, atol=1e-5)
+    np.testing.assert_allclose(dkernel, np.einsum("bti,bto->io", x, weights), atol=1e-4)
+    # On PyTorch's CPU the large product (forward, twice) is a 1 x 1 convolution.
+    on_torch = keras.backend.backend() == "torch"
+    large = np.prod(shape[:-1]) >= MIN_CONVOLUTION_POSITIONS
+    assert len(convolutions) == (2 if on_torch and large else 0)
+
+
+def test_bfloat16_matches_float32(convolutions):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=LARGE).astype("float32")
+    kernel = rng.normal(size=(8, 5)).astype("float32")
+    low = position_wise_matmul(keras.ops.cast(x, "bfloat16"),
+                               keras.ops.cast(kernel, "bfloat16"))
+    assert keras.backend.standardize_dtype(low.dtype) == "bfloat16"
+    np.testing.assert_allclose(to_numpy(keras.ops.cast(low, "float32")), x @ kernel,
+                               rtol=0.02, atol=0.1)
+    assert len(convolutions) == (1 if keras.backend.backend() == "torch" else 0)
+
+
+def test_layer_equals_keras_dense_with_the_same_weights():
+    x = np.random.default_rng(2).normal(size=LARGE).astype("float32")
+    ours = PositionWiseDense(6, activation="relu")
+    reference = keras.layers.Dense(6, activation="relu")
+    ours.build(LARGE)
+    reference.build(LARGE)
+    reference.set_weights(ours.get_weights())
+    assert [w.path.split("/")[-1] for w in ours.weights] == ["kernel", "bias"]
+    np.testing.assert_allclose(to_numpy(ours(x)), to_numpy(reference(x)), atol=1e-5)
+    assert_config_roundtrip(ours)
