@@ -12,7 +12,9 @@ class FeedForward(keras.layers.Layer):
 
     Section 3.3, equation (2): two linear maps with a ReLU between them;
     the inner width is `d_ff` (2048 in the base model) and the output width
-    is the input's (`d_model`).
+    is the input's (`d_model`). The section also describes them as two
+    convolutions with kernel size 1, which is how `PositionWiseDense` runs
+    them on PyTorch's CPU.
 
     Args:
         d_ff: int, the inner width.

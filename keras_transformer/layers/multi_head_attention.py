@@ -31,7 +31,8 @@ class MultiHeadAttention(keras.layers.Layer):
     self-attention (`value` and `key` are `query` or omitted) the three
     input projections run as one matmul with the kernels side by side, and
     the key and value projections of one memory (`key` is `value` or
-    omitted, as in cross-attention) as another.
+    omitted, as in cross-attention) as another. Every projection is a
+    `position_wise_matmul` (a 1 x 1 convolution on PyTorch's CPU).
 
     Mask contract (shared by every layer of this package):
     - `padding_mask`: bool `(batch, k_len)`, True = real key token.
