@@ -2,41 +2,90 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import Dropout
+from keras_transformer.layers.dropout import keyed_hash
 from tests.helpers import assert_config_roundtrip, to_numpy
+
+UINT32 = 2**32 - 1
+
+
+def lowbias32(x):
+    """C. Wellons' lowbias32 on Python integers, as published."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & UINT32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & UINT32
+    return x ^ (x >> 16)
 
 
 def dropped(rate, x, seed=0):
     return to_numpy(Dropout(rate, seed=seed)(x, training=True))
 
 
-@pytest.mark.parametrize("rate, keep", [(0.1, 29491 / 32768), (0.5, 0.5), (0.3, 22938 / 32768)])
+def correlation(a, b):
+    return np.corrcoef(a.ravel(), b.ravel())[0, 1]
+
+
+def test_keyed_hash_equals_the_uint32_arithmetic_it_stands_for():
+    counters = np.array([0, 1, 2, 3, 1000, 2**16 - 1, 2**16, 2**31 - 2, 2**31 - 1], "int32")
+    for key in ([0, 0], [1, 2], [2**31 - 2, 123456789], [987654321, 2**31 - 2]):
+        got = to_numpy(keyed_hash(counters, np.array(key, "int32"))).view("uint32")
+        want = [lowbias32(lowbias32((int(c) + key[0]) & UINT32) ^ key[1]) for c in counters]
+        np.testing.assert_array_equal(got, np.array(want, "uint32"))
+
+
+def test_keyed_hash_bits_are_uniform_and_neighbours_independent():
+    bits = to_numpy(keyed_hash(np.arange(2**18, dtype="int32"), np.array([7, 11], "int32")))
+    bits = bits.view("uint32")
+    # Every bit is set half the time, within 5 standard deviations.
+    frequencies = ((bits[:, None] >> np.arange(32)) & 1).mean(0)
+    assert np.abs(frequencies - 0.5).max() < 5 * 0.5 / np.sqrt(bits.size)
+    # The high byte of each 16-bit half fills 256 bins evenly: chi-square
+    # with 255 degrees of freedom (mean 255, sd 22.6), below mean + 5 sd.
+    for half in (bits & 0xFFFF, bits >> 16):
+        counts = np.bincount(half >> 8, minlength=256)
+        expected = bits.size / 256
+        assert ((counts - expected) ** 2 / expected).sum() < 255 + 5 * 22.6
+    # Consecutive counters and the two halves of one hash are uncorrelated.
+    low, high = (bits & 0xFFFF).astype(float), (bits >> 16).astype(float)
+    bound = 5 / np.sqrt(bits.size)
+    assert abs(correlation(low[:-1], low[1:])) < bound
+    assert abs(correlation(low, high)) < bound
+
+
+@pytest.mark.parametrize("rate, keep", [(0.1, 58982 / 65536), (0.5, 0.5), (0.3, 45875 / 65536)])
 def test_keeps_one_minus_rate_and_scales_by_the_rounded_keep(rate, keep):
-    x = np.random.default_rng(0).normal(size=(64, 40, 130)).astype("float32")  # odd halves
+    x = np.random.default_rng(0).normal(size=(64, 40, 129)).astype("float32")  # odd width
     y = dropped(rate, x)
     kept = y != 0
-    # 332,800 elements: the kept fraction is within 5 standard deviations.
+    # 330,240 elements: the kept fraction is within 5 standard deviations.
     sd = np.sqrt(keep * (1 - keep) / x.size)
     assert abs(kept.mean() - keep) < 5 * sd
     np.testing.assert_allclose(y[kept], x[kept] / keep, rtol=1e-6)
-    assert abs(keep - (1 - rate)) <= 2**-16  # the rate rounded to 2^-15
+    assert abs(keep - (1 - rate)) <= 2**-17  # the rate rounded to 2^-16
 
 
-def test_the_two_halves_of_each_random_int_are_independent():
-    # The first and second halves of the last axis come from the low and
-    # high 15 bits of the same draws.
-    y = dropped(0.5, np.ones((256, 512), "float32"))
-    low, high = (y[:, :256] != 0).ravel(), (y[:, 256:] != 0).ravel()
-    assert abs(np.corrcoef(low, high)[0, 1]) < 5 / np.sqrt(low.size)
-    # and neither half repeats the other's pattern on another row
-    assert abs(np.corrcoef(low[:-256], high[256:])[0, 1]) < 5 / np.sqrt(low.size)
+def test_neighbouring_elements_are_dropped_independently():
+    kept = dropped(0.5, np.ones((256, 512), "float32")) != 0
+    bound = 5 / np.sqrt(kept.size / 2)
+    # The two elements of a pair share one hash (its low and high halves).
+    assert abs(correlation(kept[:, 0::2], kept[:, 1::2])) < bound
+    # Neighbouring pairs, and the same column on neighbouring rows.
+    assert abs(correlation(kept[:, 0:-2:2], kept[:, 2::2])) < bound
+    assert abs(correlation(kept[:-1], kept[1:])) < bound
+    # Every column is kept about half the time (no column is stuck).
+    sd = 0.5 / np.sqrt(kept.shape[0])
+    assert np.abs(kept.mean(0) - 0.5).max() < 5 * sd
 
 
-def test_masks_differ_between_calls_and_are_reproducible_from_the_seed():
+def test_masks_differ_between_calls_and_seeds_and_are_reproducible():
+    x = np.ones((64, 64), "float32")
     layer = Dropout(0.5, seed=3)
-    x = np.ones((8, 64), "float32")
-    first, second = (to_numpy(layer(x, training=True)) for _ in range(2))
-    assert (first != second).mean() > 0.3
-    np.testing.assert_array_equal(first, to_numpy(Dropout(0.5, seed=3)(x, training=True)))
+    first, second = (to_numpy(layer(x, training=True)) != 0 for _ in range(2))
+    other_seed = dropped(0.5, x, seed=4) != 0
+    bound = 5 / np.sqrt(x.size)
+    assert abs(correlation(first, second)) < bound
+    assert abs(correlation(first, other_seed)) < bound
+    np.testing.assert_array_equal(first, dropped(0.5, x, seed=3) != 0)
 
 
 def test_identity_at_inference_and_at_rate_zero():
