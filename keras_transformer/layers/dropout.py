@@ -57,11 +57,12 @@ class Dropout(keras.layers.Layer):
     about 14% of the thread time of `benchmarks/`' reference training step
     in a profile (17 dropouts of 32 x 64 x 256); the hash fuses into the
     elementwise work around it, and the step went 0.332 -> 0.312 s (JAX and
-    PyTorch unchanged within noise). An element is kept when its uniform is below
-    `round((1 - rate) * 2^16)`, so the dropout rate is rounded to a multiple
-    of `2^-16` (0.1 becomes 0.100006); the kept elements are scaled by the
-    inverse of that rounded keep probability, which keeps the expectation
-    exact.
+    PyTorch unchanged within noise).
+
+    An element is kept when its uniform is below `round((1 - rate) * 2^16)`,
+    so the dropout rate is rounded to a multiple of `2^-16` (0.1 becomes
+    0.100006); the kept elements are scaled by the inverse of that rounded
+    keep probability, which keeps the expectation exact.
 
     Args:
         rate: float in `[0, 1)`, the probability of dropping an element.
@@ -101,7 +102,9 @@ class Dropout(keras.layers.Layer):
         shape = tuple(ops.shape(inputs))
         width = shape[-1]
         half = (width + 1) // 2
-        key = keras.random.randint((2,), 0, 2**31 - 1, dtype="int32", seed=self.seed_generator)
+        key = keras.random.randint(
+            (2,), 0, 2**31 - 1, dtype="int32", seed=self.seed_generator
+        )
         # (..., ceil(d / 2), 1): the index of each pair of elements
         pairs = ops.size(inputs) // width * half
         counter = ops.reshape(ops.arange(pairs, dtype="int32"), shape[:-1] + (half, 1))
