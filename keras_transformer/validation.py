@@ -29,3 +29,21 @@ def check_rate(name, value):
     ):
         raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
 
+
+
+def check_special_ids(pad_id, bos_id, eos_id, vocabulary_size):
+    """Three different ids in `[0, vocabulary_size)`."""
+    ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}
+    for name, value in ids.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not (
+            0 <= value < vocabulary_size
+        ):
+            raise ValueError(
+                f"`{name}` must be a token id in [0, {vocabulary_size}). "
+                f"Received: {name}={value!r}"
+            )
+    if len(set(ids.values())) < 3:
+        raise ValueError(
+            "`pad_id`, `bos_id` and `eos_id` must be three different ids. "
+            f"Received: pad_id={pad_id}, bos_id={bos_id}, eos_id={eos_id}"
+        )

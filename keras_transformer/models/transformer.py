@@ -9,8 +9,10 @@ from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
+from keras_transformer.models.block_stack import apply_blocks
 from keras_transformer.models.presets import PRESETS
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.validation import check_positive_int, check_rate, check_special_ids
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -60,7 +62,9 @@ class Transformer(keras.Model):
         attention_dropout: float in `[0, 1)`, dropout on attention weights
             (0 in the paper).
         layer_norm_epsilon: float. Default 1e-6.
-        pad_id: int, the padding token id. Default 0.
+        pad_id, bos_id, eos_id: int, the padding, start and end token ids
+            (`keras_transformer.special_tokens`: 0, 1, 2); the searches
+            read them from the model.
         dtype: a dtype or `keras.DTypePolicy` (e.g. "mixed_bfloat16").
         **kwargs: passed to `keras.Model` (e.g. `name`).
 
@@ -96,7 +100,9 @@ class Transformer(keras.Model):
         learned_positions=False,
         attention_dropout=0.0,
         layer_norm_epsilon=1e-6,
-        pad_id=0,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
         dtype=None,
         **kwargs,
     ):
@@ -124,33 +130,35 @@ class Transformer(keras.Model):
             check_positive_int("target_vocabulary_size", target_vocabulary_size)
         check_rate("dropout_rate", dropout_rate)
         check_rate("attention_dropout", attention_dropout)
+        check_special_ids(
+            pad_id, bos_id, eos_id,
+            min(vocabulary_size, target_vocabulary_size or vocabulary_size),
+        )
 
         # === Layers ===
-        source_embedding = TokenEmbedding(
+        self.source_embedding = TokenEmbedding(
             vocabulary_size, d_model, name="token_embedding", dtype=dtype
         )
-        if target_vocabulary_size is None:
-            target_embedding = source_embedding
-        else:
-            target_embedding = TokenEmbedding(
+        self.target_embedding = self.source_embedding
+        if target_vocabulary_size is not None:
+            self.target_embedding = TokenEmbedding(
                 target_vocabulary_size, d_model,
                 name="target_token_embedding", dtype=dtype,
             )
-        output_projection = None
+        self.output_projection = None
         if not tie_embeddings:
-            output_projection = PositionWiseDense(
+            self.output_projection = PositionWiseDense(
                 target_vocabulary_size or vocabulary_size, use_bias=False,
                 name="output_projection", dtype=dtype,
             )
-        encoder_positions = PositionalEncoding(
-            max_length, learned=learned_positions,
-            name="encoder_positional_encoding", dtype=dtype,
+        self.encoder_positions, self.decoder_positions = (
+            PositionalEncoding(
+                max_length, learned=learned_positions,
+                name=f"{side}_positional_encoding", dtype=dtype,
+            )
+            for side in ("encoder", "decoder")
         )
-        decoder_positions = PositionalEncoding(
-            max_length, learned=learned_positions,
-            name="decoder_positional_encoding", dtype=dtype,
-        )
-        embedding_dropout = Dropout(
+        self.embedding_dropout = Dropout(
             dropout_rate, name="embedding_dropout", dtype=dtype
         )
         block_kwargs = dict(
@@ -159,63 +167,25 @@ class Transformer(keras.Model):
             layer_norm_epsilon=layer_norm_epsilon,
             attention_dropout=attention_dropout, dtype=dtype,
         )
-        encoder_blocks = [
+        self.encoder_blocks = [
             EncoderBlock(name=f"encoder_block_{i}", **block_kwargs)
             for i in range(num_layers)
         ]
-        decoder_blocks = [
+        self.decoder_blocks = [
             DecoderBlock(name=f"decoder_block_{i}", **block_kwargs)
             for i in range(num_layers)
         ]
-        encoder_norm = decoder_norm = None
+        # Pre-norm stacks end in a LayerNorm; post-norm blocks already do.
+        self.encoder_norm = self.decoder_norm = None
         if norm_first:
-            encoder_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, name="encoder_norm", dtype=dtype
+            self.encoder_norm, self.decoder_norm = (
+                keras.layers.LayerNormalization(
+                    epsilon=layer_norm_epsilon, name=f"{side}_norm", dtype=dtype
+                )
+                for side in ("encoder", "decoder")
             )
-            decoder_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, name="decoder_norm", dtype=dtype
-            )
 
-        # === Functional model ===
-        encoder_token_ids = keras.Input(
-            shape=(None,), dtype="int32", name="encoder_token_ids"
-        )
-        decoder_token_ids = keras.Input(
-            shape=(None,), dtype="int32", name="decoder_token_ids"
-        )
-        encoder_padding_mask = ops.not_equal(encoder_token_ids, pad_id)
-        decoder_padding_mask = ops.not_equal(decoder_token_ids, pad_id)
-
-        x = embedding_dropout(encoder_positions(source_embedding(encoder_token_ids)))
-        for block in encoder_blocks:
-            x = block(x, padding_mask=encoder_padding_mask)
-        encoder_output = encoder_norm(x) if norm_first else x
-
-        y = embedding_dropout(decoder_positions(target_embedding(decoder_token_ids)))
-        for block in decoder_blocks:
-            y = block(
-                y, encoder_output, decoder_padding_mask=decoder_padding_mask,
-                encoder_padding_mask=encoder_padding_mask,
-            )
-        if norm_first:
-            y = decoder_norm(y)
-        if tie_embeddings:
-            logits = target_embedding(y, reverse=True)
-        else:
-            logits = output_projection(y)
-        logits = ops.cast(logits, "float32")  # (batch, tgt_len, vocab)
-
-        super().__init__(
-            inputs={
-                "encoder_token_ids": encoder_token_ids,
-                "decoder_token_ids": decoder_token_ids,
-            },
-            outputs=logits,
-            dtype=dtype,
-            **kwargs,
-        )
-
-        # === Config ===
+        # === Config (read by the stages below) ===
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.d_model = d_model
@@ -232,34 +202,69 @@ class Transformer(keras.Model):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.pad_id = pad_id
+        self.bos_id = bos_id
+        self.eos_id = eos_id
 
-        # === Layers, for encode() and decode() ===
-        self.source_embedding = source_embedding
-        self.target_embedding = target_embedding
-        self.output_projection = output_projection
-        self.encoder_positions = encoder_positions
-        self.decoder_positions = decoder_positions
-        self.embedding_dropout = embedding_dropout
-        self.encoder_blocks = encoder_blocks
-        self.decoder_blocks = decoder_blocks
-        self.encoder_norm = encoder_norm
-        self.decoder_norm = decoder_norm
+        # === Functional model: the same stages decoding calls ===
+        encoder_token_ids = keras.Input(
+            shape=(None,), dtype="int32", name="encoder_token_ids"
+        )
+        decoder_token_ids = keras.Input(
+            shape=(None,), dtype="int32", name="decoder_token_ids"
+        )
+        encoder_output, encoder_padding_mask = self.encode(encoder_token_ids)
+        logits = self.decode(decoder_token_ids, encoder_output, encoder_padding_mask)
+        super().__init__(
+            inputs={
+                "encoder_token_ids": encoder_token_ids,
+                "decoder_token_ids": decoder_token_ids,
+            },
+            outputs=logits,
+            dtype=dtype,
+            **kwargs,
+        )
+
+    def __setattr__(self, name, value):
+        # The layers are set before `keras.Model.__init__`, as the functional
+        # graph is built from them; on PyTorch that runs before
+        # `torch.nn.Module.__init__`, which refuses modules then. The
+        # functional graph tracks every layer, so plain attributes suffice.
+        if keras.backend.backend() == "torch" and "_modules" not in self.__dict__:
+            return object.__setattr__(self, name, value)
+        return super().__setattr__(name, value)
 
     @property
     def output_vocabulary_size(self):
         """The number of logits per position."""
         return self.target_vocabulary_size or self.vocabulary_size
 
-    # === Entry points for decoding ===
+    # === Stages: the functional graph and decoding both call these ===
 
-    def encode(self, encoder_token_ids, return_attention_scores=False):
-        """Runs the encoder stack once (inference mode).
+    def _embed(self, token_ids, embedding, positions, start_index=0, training=None):
+        """`(batch, len)` ids --> `(batch, len, d_model)`: scaled embeddings
+        plus the positions from `start_index`, then dropout (section 3.4-3.5,
+        5.4)."""
+        x = positions(embedding(token_ids), start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def _logits(self, y):
+        """`(batch, len, d_model)` --> float32 `(batch, len, vocab)`: the
+        transposed target embedding (section 3.4) or the untied projection."""
+        if self.tie_embeddings:
+            logits = self.target_embedding(y, reverse=True)
+        else:
+            logits = self.output_projection(y)
+        return ops.cast(logits, "float32")
+
+    def encode(self, encoder_token_ids, return_attention_scores=False, training=None):
+        """Runs the encoder stack.
 
         Args:
             encoder_token_ids: int `(batch, src_len)`.
             return_attention_scores: bool, also return the list of
                 self-attention weights, one `(batch, heads, src_len, src_len)`
                 per layer.
+            training: bool or None (dropout only when True).
 
         Returns:
             `(encoder_output, encoder_padding_mask)`: `(batch, src_len,
@@ -267,39 +272,21 @@ class Transformer(keras.Model):
             requested.
         """
         padding_mask = ops.not_equal(encoder_token_ids, self.pad_id)
-        x = self.encoder_positions(self.source_embedding(encoder_token_ids))
-        scores = []
-        for block in self.encoder_blocks:
-            x = block(
-                x, padding_mask=padding_mask,
-                return_attention_scores=return_attention_scores,
-            )
-            if return_attention_scores:
-                x, weights = x
-                scores.append(weights)
-        if self.norm_first:
-            x = self.encoder_norm(x)
+        x = self._embed(
+            encoder_token_ids, self.source_embedding, self.encoder_positions,
+            training=training,
+        )
+        x, scores, _ = apply_blocks(
+            self.encoder_blocks, x, self.encoder_norm, padding_mask=padding_mask,
+            return_attention_scores=return_attention_scores, training=training,
+        )
         if return_attention_scores:
             return x, padding_mask, scores
         return x, padding_mask
 
-    def _logits(self, y):
-        if self.norm_first:
-            y = self.decoder_norm(y)
-        if self.tie_embeddings:
-            logits = self.target_embedding(y, reverse=True)
-        else:
-            logits = self.output_projection(y)
-        return ops.cast(logits, "float32")
-
-    def decode(
-        self,
-        decoder_token_ids,
-        encoder_output,
-        encoder_padding_mask,
-        return_attention_scores=False,
-    ):
-        """Runs the decoder stack over whole target prefixes (inference).
+    def decode(self, decoder_token_ids, encoder_output, encoder_padding_mask,
+               return_attention_scores=False, training=None):
+        """Runs the decoder stack over whole target prefixes.
 
         Args:
             decoder_token_ids: int `(batch, tgt_len)`.
@@ -307,27 +294,26 @@ class Transformer(keras.Model):
             encoder_padding_mask: bool `(batch, src_len)` from `encode`.
             return_attention_scores: bool, also return the lists of self-
                 and cross-attention weights, one entry per layer.
+            training: bool or None (dropout only when True).
 
         Returns:
             float32 logits `(batch, tgt_len, vocab)`, plus
             `(self_scores, cross_scores)` if requested.
         """
-        padding_mask = ops.not_equal(decoder_token_ids, self.pad_id)
-        y = self.decoder_positions(self.target_embedding(decoder_token_ids))
-        self_scores, cross_scores = [], []
-        for block in self.decoder_blocks:
-            y = block(
-                y, encoder_output, decoder_padding_mask=padding_mask,
-                encoder_padding_mask=encoder_padding_mask,
-                return_attention_scores=return_attention_scores,
-            )
-            if return_attention_scores:
-                y, (self_weights, cross_weights) = y
-                self_scores.append(self_weights)
-                cross_scores.append(cross_weights)
+        y = self._embed(
+            decoder_token_ids, self.target_embedding, self.decoder_positions,
+            training=training,
+        )
+        y, scores, _ = apply_blocks(
+            self.decoder_blocks, y, self.decoder_norm,
+            encoder_sequence=encoder_output,
+            decoder_padding_mask=ops.not_equal(decoder_token_ids, self.pad_id),
+            encoder_padding_mask=encoder_padding_mask,
+            return_attention_scores=return_attention_scores, training=training,
+        )
         logits = self._logits(y)
         if return_attention_scores:
-            return logits, (self_scores, cross_scores)
+            return logits, tuple(map(list, zip(*scores)))
         return logits
 
     def init_cache(self, encoder_output, max_length):
@@ -372,19 +358,20 @@ class Transformer(keras.Model):
             `(logits, cache)`: float32 `(batch, step_len, vocab)` and the
             cache with this step's keys and values written in.
         """
-        y = self.target_embedding(decoder_token_ids)
-        y = self.decoder_positions(y, start_index=index)
-        new_self_cache = []
-        for block, self_kv, cross_kv in zip(
-            self.decoder_blocks, cache["self"], cache["cross"]
-        ):
-            y, self_kv = block(
-                y, encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=self_kv, cross_attention_cache=cross_kv,
-                cache_index=index,
-            )
-            new_self_cache.append(self_kv)
-        return self._logits(y), {"self": new_self_cache, "cross": cache["cross"]}
+        y = self._embed(
+            decoder_token_ids, self.target_embedding, self.decoder_positions,
+            start_index=index, training=False,
+        )
+        per_block = [
+            {"self_attention_cache": self_kv, "cross_attention_cache": cross_kv}
+            for self_kv, cross_kv in zip(cache["self"], cache["cross"])
+        ]
+        y, _, self_cache = apply_blocks(
+            self.decoder_blocks, y, self.decoder_norm, per_block=per_block,
+            encoder_padding_mask=encoder_padding_mask, cache_index=index,
+            training=False,
+        )
+        return self._logits(y), {"self": self_cache, "cross": cache["cross"]}
 
     # === Presets and config ===
 
@@ -428,6 +415,8 @@ class Transformer(keras.Model):
             "attention_dropout": self.attention_dropout,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "pad_id": self.pad_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
         }
 
     @classmethod

@@ -1,0 +1,41 @@
+"""A stack of blocks, the one loop every model of the package runs."""
+
+
+def apply_blocks(blocks, x, final_norm=None, per_block=None,
+                 return_attention_scores=False, **shared):
+    """Runs `x` through `blocks` in order, then `final_norm` if given.
+
+    The encoder, the decoder and their incremental decoding are all this
+    loop; what differs is what each block is called with.
+
+    Args:
+        blocks: a list of `EncoderBlock`s or `DecoderBlock`s.
+        x: `(batch, seq, d_model)`, the stack's input.
+        final_norm: a LayerNorm applied to the output (pre-norm stacks), or
+            None (the paper's post-norm).
+        per_block: None, or one dict of call arguments per block (e.g. its
+            `self_attention_cache` and `cross_attention_cache`). A block
+            given a `self_attention_cache` returns its updated cache.
+        return_attention_scores: bool, collect each block's weights.
+        **shared: call arguments for every block (masks, the encoder
+            output, `cache_index`, `training`).
+
+    Returns:
+        `(x, scores, caches)`: the output `(batch, seq, d_model)`, the list
+        of per-block attention weights (empty unless requested) and the
+        list of updated self-attention caches (empty without caches).
+    """
+    scores, caches = [], []
+    for block, own in zip(blocks, per_block or [{}] * len(blocks)):
+        outputs = block(
+            x, return_attention_scores=return_attention_scores, **own, **shared
+        )
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        x = outputs[0]
+        if return_attention_scores:
+            scores.append(outputs[1])
+        if own.get("self_attention_cache") is not None:
+            caches.append(outputs[-1])
+    if final_norm is not None:
+        x = final_norm(x)
+    return x, scores, caches
