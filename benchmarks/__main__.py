@@ -15,12 +15,14 @@ import warnings
 
 import keras
 
+from benchmarks import training
+
 SUITES = ("training", "decoding", "pipeline")
 SMALL = {
-    "training": dict(config=dict(d_model=32, num_heads=2, d_ff=64, num_layers=1,
-                                 vocabulary_size=100, batch=4, length=8),
+    "training": dict(config=dict(training.preset_sizes("tiny", num_layers=1, vocabulary_size=100),
+                                 batch=4, length=8),
                      steps=2, bfloat16_steps=2),
-    "decoding": dict(d_model=32, num_layers=1, vocabulary_size=100, batch=2,
+    "decoding": dict(preset="tiny", num_layers=1, vocabulary_size=100, batch=2,
                      source_length=4, max_extra_length=4),
     "pipeline": dict(pairs=200, vocabulary_size=300),
 }

@@ -12,7 +12,8 @@ from keras import ops
 
 import keras_transformer as kt
 from keras_transformer.decoding.beam_search import beam_search_fn
-from keras_transformer.decoding.compile import CompiledSearch
+from keras_transformer.decoding.compiled_search import CompiledSearch
+from keras_transformer.special_tokens import BOS_ID, PAD_ID
 
 from benchmarks.timing import compare
 
@@ -22,7 +23,7 @@ class UncachedDecoder:
 
     def __init__(self, model):
         self.model = model
-        self.pad_id = model.pad_id
+        self.pad_id, self.bos_id, self.eos_id = model.pad_id, model.bos_id, model.eos_id
         self.output_vocabulary_size = model.output_vocabulary_size
         self.variables = model.variables
 
@@ -59,12 +60,13 @@ class KerasHubBart:
     decodes every step).
     """
 
-    def __init__(self, d_model, num_layers, vocabulary_size, beam_size, output_length):
+    def __init__(self, model, beam_size, output_length):
         import keras_hub
 
         backbone = keras_hub.models.BartBackbone(
-            vocabulary_size=vocabulary_size, num_layers=num_layers, num_heads=4,
-            hidden_dim=d_model, intermediate_dim=4 * d_model,
+            vocabulary_size=model.vocabulary_size, num_layers=model.num_layers,
+            num_heads=model.num_heads, hidden_dim=model.d_model,
+            intermediate_dim=model.d_ff,
             max_sequence_length=output_length + 1)
         self.lm = keras_hub.models.BartSeq2SeqLM(backbone=backbone, preprocessor=None)
         self.lm.compile(sampler=keras_hub.samplers.BeamSampler(num_beams=beam_size))
@@ -73,10 +75,11 @@ class KerasHubBart:
 
     def __call__(self, encoder_token_ids):
         ids = ops.convert_to_numpy(encoder_token_ids)
-        decoder = np.zeros((ids.shape[0], self.output_length + 1), "int32")
-        decoder[:, 0] = 1  # bos; the sampler fills the rest
-        inputs = {"encoder_token_ids": ids, "encoder_padding_mask": ids != 0,
-                  "decoder_token_ids": decoder, "decoder_padding_mask": decoder != 0}
+        decoder = np.full((ids.shape[0], self.output_length + 1), PAD_ID, "int32")
+        decoder[:, 0] = BOS_ID  # the sampler fills the rest
+        inputs = {"encoder_token_ids": ids, "encoder_padding_mask": ids != PAD_ID,
+                  "decoder_token_ids": decoder,
+                  "decoder_padding_mask": decoder != PAD_ID}
         return self.generate(inputs, None)["decoder_token_ids"], None
 
 
@@ -106,9 +109,10 @@ class KerasHubBeamSearch:
         encoded, source_mask = model.encode(encoder_token_ids)
         cache = model.init_cache(encoded, max_steps)
         cache["source_mask"] = source_mask
-        prompt = ops.concatenate(
-            [ops.ones((batch, 1), "int32"), ops.zeros((batch, max_steps), "int32")], 1
-        )
+        prompt = ops.concatenate([  # bos, then the buffer the sampler fills
+            ops.full((batch, 1), model.bos_id, "int32"),
+            ops.full((batch, max_steps), model.pad_id, "int32"),
+        ], 1)
 
         def next(prompt, cache, index):
             tokens = ops.take(prompt, index - 1, axis=1)[:, None]
@@ -118,22 +122,22 @@ class KerasHubBeamSearch:
         return self.sampler(next, prompt, cache=cache, index=1), None
 
 
-def run(d_model=256, num_layers=3, vocabulary_size=8000, batch=8, source_length=14,
-        max_extra_length=50, beam_size=4, rounds=3):
+def run(preset="small", batch=8, source_length=14, max_extra_length=50,
+        beam_size=4, rounds=3, **overrides):
     """Returns `{"cached_vs_uncached": ..., "ours_vs_keras_hub": ...,
     "ours_vs_keras_hub_bart": ...}`, each
     a dict of median seconds and ratios (see `compare`), plus the output
     length, whether the cached and uncached searches agree, and our
-    sentences per second."""
-    model = kt.Transformer(vocabulary_size=vocabulary_size, num_layers=num_layers,
-                           d_model=d_model, num_heads=4, d_ff=4 * d_model)
+    sentences per second. The model is `preset` with `overrides`."""
+    model = kt.Transformer.from_preset(preset, **overrides)
+    vocabulary_size = model.vocabulary_size
     rng = np.random.default_rng(0)
     source = rng.integers(4, vocabulary_size, (batch, source_length)).astype("int32")
     # Every hypothesis runs to the length limit: eos is never likely enough
     # for an untrained model, so every search decodes source_length + 50 steps.
     def search(decoder):
         return CompiledSearch(decoder, lambda ids: beam_search_fn(
-            decoder, ids, beam_size, 0.6, 1, max_extra_length, 1, 2))
+            decoder, ids, beam_size, 0.6, 1, max_extra_length))
     cached, uncached = search(model), search(UncachedDecoder(model))
     keras_hub_search = CompiledSearch(
         model, KerasHubBeamSearch(model, beam_size, max_extra_length))
@@ -146,8 +150,7 @@ def run(d_model=256, num_layers=3, vocabulary_size=8000, batch=8, source_length=
         "cached_vs_uncached": compare(cached, uncached, source, rounds),
         "ours_vs_keras_hub": compare(cached, keras_hub_search, source, rounds),
         "ours_vs_keras_hub_bart": compare(cached, KerasHubBart(
-            d_model, num_layers, vocabulary_size, beam_size,
-            source_length + max_extra_length), source, rounds),
+            model, beam_size, source_length + max_extra_length), source, rounds),
     }
     result["sentences_per_s"] = batch / result["cached_vs_uncached"]["a_s"]
     return result

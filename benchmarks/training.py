@@ -4,9 +4,10 @@ PyTorch's native `nn.Transformer`; model FLOPs utilisation against a
 matrix-multiplication peak measured in the same run; first-step compile
 time; mixed_bfloat16 against float32.
 
-The reference configuration (`REFERENCE`): d_model 256, 4 heads, d_ff 1024,
-3 encoder and 3 decoder layers, vocabulary 8000, batches of 32 x 64 source
-and 64 target tokens, dropout 0.1, Adam, label-smoothed cross-entropy.
+The reference configuration (`REFERENCE`): the `small` preset's sizes
+(d_model 256, 4 heads, d_ff 1024, 3 encoder and 3 decoder layers,
+vocabulary 8000, dropout 0.1), batches of 32 x 64 source and 64 target
+tokens, Adam, label-smoothed cross-entropy.
 Every side trains on the same batches (random tokens, random lengths, so
 about a quarter of each batch is padding) and throughput counts real
 (non-padding) target tokens.
@@ -31,8 +32,17 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 
 from benchmarks.timing import compare, timed
 
-REFERENCE = dict(d_model=256, num_heads=4, d_ff=1024, num_layers=3,
-                 vocabulary_size=8000, batch=32, length=64, dropout_rate=0.1)
+SIZES = ("d_model", "num_heads", "d_ff", "num_layers", "vocabulary_size",
+         "dropout_rate")
+
+
+def preset_sizes(preset, **overrides):
+    """The model sizes every side of the comparison is built with."""
+    config = kt.PRESETS[preset]["config"]
+    return {**{name: config[name] for name in SIZES}, **overrides}
+
+
+REFERENCE = dict(preset_sizes("small"), batch=32, length=64)
 # Adam as the paper's, at a constant rate: the schedule is not what is timed.
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 

@@ -12,7 +12,6 @@ import keras
 
 import keras_transformer as kt
 from keras_transformer.data import copy_reverse_task
-from keras_transformer.data.copy_reverse import BOS_ID, EOS_ID
 from keras_transformer.decoding import greedy_search
 
 
@@ -37,12 +36,11 @@ def main():
     print(f"saved and reloaded {path}")
 
     source = x_val["encoder_token_ids"][:5]
-    predicted, _ = greedy_search(restored, source, max_extra_length=1,
-                                 bos_id=BOS_ID, eos_id=EOS_ID)
+    predicted, _ = greedy_search(restored, source, max_extra_length=1)
     for src, out in zip(source, predicted):
         out = out.tolist()
-        out = out[: out.index(EOS_ID)] if EOS_ID in out else out
-        print(f"{src[src != 0].tolist()} -> {out}")
+        out = out[: out.index(restored.eos_id)] if restored.eos_id in out else out
+        print(f"{src[src != restored.pad_id].tolist()} -> {out}")
 
 
 if __name__ == "__main__":

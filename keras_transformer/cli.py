@@ -70,13 +70,12 @@ def _translate(args):
     # The run directory's saved settings (a tuned alpha), unless given here.
     overrides = {name: getattr(args, name) for name in ("beam_size", "alpha")
                  if getattr(args, name) is not None}
-    translator = Translator.load(args.run_dir, **overrides)
+    translator = Translator.load(args.run_dir, batch_size=args.batch_size, **overrides)
     stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
     with stream:
         lines = [line.rstrip("\n") for line in stream]
-    for start in range(0, len(lines), args.batch_size):
-        for translation in translator.translate(lines[start:start + args.batch_size]):
-            print(translation, flush=True)
+    for translation in translator.translate(lines):
+        print(translation)
     return 0
 
 

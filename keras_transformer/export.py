@@ -15,9 +15,6 @@ It behaves as `Translator.translate`: empty or whitespace-only input gives
 
 import keras
 
-from keras_transformer.data.tokenizer import EOS_ID
-from keras_transformer.decoding.beam_search import beam_search_fn
-
 
 def export_saved_model(translator, path):
     """Writes `translator` as a SavedModel at `path` (TensorFlow backend).
@@ -45,18 +42,14 @@ def export_saved_model(translator, path):
     max_pieces = translator.max_source_length - 1  # room for eos
 
     def translate(sentences):
-        # (batch,) string --> (batch, src_len) int32 ids ending in eos
-        ids = pieces.tokenize(sentences)[:, :max_pieces]
-        eos = tf.fill([tf.shape(sentences)[0], 1], tf.constant(EOS_ID, ids.dtype))
+        # (batch,) string --> (batch, src_len) int32: pieces + eos, as `encode`
+        ids = tf.cast(pieces.tokenize(sentences)[:, :max_pieces], "int32")
+        eos = tf.fill([tf.shape(sentences)[0], 1], model.eos_id)
         ids = tf.concat([ids, eos], axis=1).to_tensor(model.pad_id)
-        tokens, _ = beam_search_fn(
-            model, tf.cast(ids, "int32"), translator.beam_size, translator.alpha,
-            1, translator.max_extra_length, bos_id=1, eos_id=EOS_ID,
-        )
-        best = tokens[:, 0]  # (batch, max_steps): eos, then padding
-        before_eos = tf.cumsum(tf.cast(tf.equal(best, EOS_ID), "int32"), axis=1) == 0
-        output = tf.ragged.boolean_mask(best, before_eos)
-        text = pieces.detokenize(output)
+        best, _ = translator.translate_ids(ids)  # (batch, max_steps)
+        # --> ragged (batch, None): each row up to its eos
+        before_eos = tf.cumsum(tf.cast(tf.equal(best, model.eos_id), "int32"), axis=1) == 0
+        text = pieces.detokenize(tf.ragged.boolean_mask(best, before_eos))
         empty = tf.equal(tf.strings.strip(sentences), "")
         return tf.where(empty, tf.constant(""), text)
 

@@ -7,7 +7,13 @@ import warnings
 import keras
 import numpy as np
 
-from keras_transformer.data.tokenizer import EOS_ID, TOKENIZER_FILE, load_tokenizer, token_ids
+from keras_transformer.data.tokenizer import (
+    TOKENIZER_FILE,
+    check_tokenizer_ids,
+    detokenize,
+    load_tokenizer,
+    token_ids,
+)
 from keras_transformer.decoding import beam_search
 
 MODEL_FILE = "model.keras"
@@ -22,6 +28,11 @@ class Translator:
     output tokens). Sources are padded to a multiple of `length_multiple`
     so that the compiled search is reused across batches.
 
+    The path of a sentence: `encode` (pieces + eos, as ids), then
+    `translate_ids` (ids in, output ids and scores out; also what the
+    SavedModel and the attention pictures call), then one batched
+    detokenization.
+
     Input that would break a model never does: an empty or whitespace-only
     sentence translates to "" without running the model; characters the
     vocabulary lacks become the unknown token; a sentence longer than
@@ -29,7 +40,8 @@ class Translator:
 
     Args:
         model: a `Transformer`.
-        tokenizer: its keras-hub `SentencePieceTokenizer`.
+        tokenizer: its keras-hub `SentencePieceTokenizer`, with the model's
+            special ids.
         beam_size, alpha: beam search settings (4 and 0.6 in the paper).
         max_extra_length: output tokens allowed beyond the input's length.
         batch_size: sentences decoded together.
@@ -41,6 +53,7 @@ class Translator:
     def __init__(self, model, tokenizer, beam_size=4, alpha=0.6,
                  max_extra_length=50, batch_size=32, max_source_length=None,
                  length_multiple=8):
+        check_tokenizer_ids(tokenizer, model.pad_id, model.bos_id, model.eos_id)
         self.model = model
         self.tokenizer = tokenizer
         self.beam_size = beam_size
@@ -65,43 +78,62 @@ class Translator:
                     stacklevel=3,
                 )
                 tokens = tokens[: self.max_source_length - 1]
-            encoded.append(tokens + [EOS_ID])
+            encoded.append(tokens + [self.model.eos_id])
         return encoded
+
+    def translate_ids(self, encoder_token_ids):
+        """Source ids in, output ids and scores out: the beam search with
+        this translator's settings.
+
+        Args:
+            encoder_token_ids: int `(batch, src_len)`, each row pieces + eos
+                padded with `model.pad_id` (see `encode`).
+
+        Returns:
+            `(tokens, scores)`: int32 `(batch, src_len + max_extra_length)`,
+            the best hypothesis of each row (eos, then padding, after its
+            end), and float32 `(batch,)` its penalised score. NumPy arrays,
+            or tensors inside a traced function (the SavedModel).
+        """
+        tokens, scores = beam_search(
+            self.model, encoder_token_ids, beam_size=self.beam_size,
+            alpha=self.alpha, max_extra_length=self.max_extra_length,
+        )
+        return tokens[:, 0], scores[:, 0]
 
     def translate(self, sentences):
         """Translates a list of strings; returns a list of strings."""
         if isinstance(sentences, str):
             raise TypeError("`translate` takes a list of strings; wrap one sentence in a list.")
         sentences = [str(s) for s in sentences]
-        results = [""] * len(sentences)
+        outputs = [[] for _ in sentences]  # output ids, eos excluded
         todo = [i for i, s in enumerate(sentences) if s.strip()]
-        if not todo:
-            return results
-        encoded = self.encode([sentences[i] for i in todo])
+        encoded = self.encode([sentences[i] for i in todo]) if todo else []
+        # Similar lengths together: less padding, fewer shapes to compile.
         order = sorted(range(len(todo)), key=lambda j: len(encoded[j]))
         for start in range(0, len(order), self.batch_size):
             chunk = order[start:start + self.batch_size]
-            width = max(len(encoded[j]) for j in chunk)
-            width = -(-width // self.length_multiple) * self.length_multiple
-            batch = np.zeros((len(chunk), width), "int32")
-            for row, j in enumerate(chunk):
-                batch[row, : len(encoded[j])] = encoded[j]
-            tokens, _ = beam_search(
-                self.model, batch, beam_size=self.beam_size, alpha=self.alpha,
-                max_extra_length=self.max_extra_length,
-            )
-            for row, j in enumerate(chunk):
-                output = [int(t) for t in tokens[row, 0]]
-                output = output[: output.index(EOS_ID)] if EOS_ID in output else output
-                results[todo[j]] = self._detokenize(output)
-        return results
+            tokens, _ = self.translate_ids(self._pad([encoded[j] for j in chunk]))
+            for row, j in zip(tokens, chunk):
+                outputs[todo[j]] = self.until_eos(row)
+        return detokenize(self.tokenizer, outputs)
 
-    def _detokenize(self, ids):
-        if not ids:
-            return ""
-        text = self.tokenizer.detokenize([ids])
-        text = keras.ops.convert_to_numpy(text)[0] if not isinstance(text, list) else text[0]
-        return text.decode("utf-8") if isinstance(text, bytes) else str(text)
+    def _pad(self, rows):
+        """Rows of ids --> int32 `(len(rows), width)`, the width the longest
+        row rounded up to `length_multiple`."""
+        width = max(len(row) for row in rows)
+        width = -(-width // self.length_multiple) * self.length_multiple
+        batch = np.full((len(rows), width), self.model.pad_id, "int32")
+        for i, row in enumerate(rows):
+            batch[i, : len(row)] = row
+        return batch
+
+    def until_eos(self, tokens):
+        """One row of `translate_ids` as a list of ids, without eos and what
+        follows it."""
+        tokens = [int(t) for t in tokens]
+        eos = self.model.eos_id
+        return tokens[: tokens.index(eos)] if eos in tokens else tokens
 
     def settings(self):
         """The search settings `save` writes and `load` restores."""

@@ -18,7 +18,7 @@ import os
 import numpy as np
 from keras import ops
 
-from keras_transformer.data.tokenizer import BOS_ID, token_ids
+from keras_transformer.data.tokenizer import detokenize
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
@@ -52,13 +52,14 @@ def attention_maps(translator, sentence):
         "decoder", "cross": float32 NumPy arrays `(layers, heads, queries,
         keys)`: source x source, target x target, target x source.
     """
-    translation = translator.translate([sentence])[0]
-    source = translator.encode([sentence])[0]  # pieces + eos, truncated
-    target = [BOS_ID] + (token_ids(translator.tokenizer, [translation])[0]
-                         if translation else [])
     model = translator.model
-    source_ids = np.asarray([source], "int32")
-    encoded, mask, encoder_scores = model.encode(source_ids, return_attention_scores=True)
+    source = translator.encode([sentence])[0]  # pieces + eos, truncated
+    output, _ = translator.translate_ids(np.asarray([source], "int32"))
+    output = translator.until_eos(output[0])
+    target = [model.bos_id] + output
+    encoded, mask, encoder_scores = model.encode(
+        np.asarray([source], "int32"), return_attention_scores=True
+    )
     _, (self_scores, cross_scores) = model.decode(
         np.asarray([target], "int32"), encoded, mask, return_attention_scores=True
     )
@@ -67,9 +68,9 @@ def attention_maps(translator, sentence):
         return np.stack([ops.convert_to_numpy(ops.cast(s[0], "float32")) for s in scores])
 
     return {
-        "translation": translation,
-        "source_tokens": _pieces(translator.tokenizer, source[:-1]) + ["</s>"],
-        "target_tokens": ["<s>"] + _pieces(translator.tokenizer, target[1:]),
+        "translation": detokenize(translator.tokenizer, [output])[0],
+        "source_tokens": _pieces(translator.tokenizer, source),
+        "target_tokens": _pieces(translator.tokenizer, target),
         "encoder": stack(encoder_scores),
         "decoder": stack(self_scores),
         "cross": stack(cross_scores),

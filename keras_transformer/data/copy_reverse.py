@@ -3,8 +3,9 @@ Transformer learns in a minute on a CPU."""
 
 import numpy as np
 
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-FIRST_SYMBOL = 3
+from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
+
+FIRST_SYMBOL = max(PAD_ID, BOS_ID, EOS_ID) + 1  # no unknown token here
 
 
 def copy_reverse_task(num_examples, seed=0, vocabulary_size=12, min_length=3,
@@ -12,8 +13,8 @@ def copy_reverse_task(num_examples, seed=0, vocabulary_size=12, min_length=3,
     """Random symbol strings and their reversals, ready for `model.fit`.
 
     Source: `min_length..max_length` symbols drawn from
-    `3..vocabulary_size-1`. Target: the same symbols reversed, then eos.
-    Ids 0, 1 and 2 are pad, bos and eos.
+    `FIRST_SYMBOL..vocabulary_size-1`. Target: the same symbols reversed,
+    then eos. The ids below are the package's pad, bos and eos.
 
     Args:
         num_examples: int, pairs to generate.
@@ -39,9 +40,9 @@ def copy_reverse_task(num_examples, seed=0, vocabulary_size=12, min_length=3,
         )
     rng = np.random.default_rng(seed)
     width = max_length + 1
-    encoder = np.zeros((num_examples, max_length), "int32")
-    decoder = np.zeros((num_examples, width), "int32")
-    targets = np.zeros((num_examples, width), "int32")
+    encoder = np.full((num_examples, max_length), PAD_ID, "int32")
+    decoder = np.full((num_examples, width), PAD_ID, "int32")
+    targets = np.full((num_examples, width), PAD_ID, "int32")
     for i in range(num_examples):
         length = rng.integers(min_length, max_length + 1)
         symbols = rng.integers(FIRST_SYMBOL, vocabulary_size, size=length)

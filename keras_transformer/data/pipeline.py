@@ -12,7 +12,7 @@ bucket's size, so there is exactly one shape per bucket: what XLA
 
 import numpy as np
 
-from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 # Static shapes' buckets grow by 20%: XLA compiles one program per bucket

@@ -3,8 +3,8 @@
 The paper encodes both languages with one byte-pair-encoding vocabulary
 (about 37000 tokens for EN-DE). We train a SentencePiece BPE model on both
 sides of the training split and use it through keras-hub's
-`SentencePieceTokenizer`, which runs inside tf.data. Special ids match the
-model's: 0 pad, 1 bos, 2 eos, 3 unk.
+`SentencePieceTokenizer`, which runs inside tf.data. The special ids are
+the package's (`keras_transformer.special_tokens`), which the model carries.
 
 Note: `tf.random.set_seed` (called by `keras.utils.set_random_seed`) drops
 TensorFlow Text's SentencePiece resources, so set seeds before creating a
@@ -14,7 +14,11 @@ tokenizer, not after.
 import io
 import os
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+import keras
+import numpy as np
+
+from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES, UNK_ID
+
 TOKENIZER_FILE = "tokenizer.model"
 
 
@@ -74,3 +78,31 @@ def load_tokenizer(model_path):
         raise FileNotFoundError(f"No tokenizer model at {model_path!r}")
     with open(model_path, "rb") as f:
         return keras_hub.tokenizers.SentencePieceTokenizer(proto=f.read())
+
+
+def detokenize(tokenizer, rows):
+    """Lists of ids --> a list of strings, in one tokenizer call (an empty
+    row gives "")."""
+    if not rows:
+        return []
+    texts = tokenizer.detokenize([list(row) or [PAD_ID] for row in rows])
+    if not isinstance(texts, list):
+        texts = np.atleast_1d(keras.ops.convert_to_numpy(texts)).tolist()
+    return [
+        (t.decode("utf-8") if isinstance(t, bytes) else str(t)) if row else ""
+        for t, row in zip(texts, rows)
+    ]
+
+
+def check_tokenizer_ids(tokenizer, pad_id, bos_id, eos_id):
+    """Raises a `ValueError` unless `tokenizer` has its padding, start and
+    end pieces at the model's `pad_id`, `bos_id` and `eos_id`."""
+    for name, value, piece in (("pad_id", pad_id, PIECES[PAD_ID]),
+                               ("bos_id", bos_id, PIECES[BOS_ID]),
+                               ("eos_id", eos_id, PIECES[EOS_ID])):
+        found = str(tokenizer.id_to_token(value))
+        if found != piece:
+            raise ValueError(
+                f"The tokenizer does not match the model: the model's "
+                f"{name}={value} is {found!r} in the tokenizer, not {piece!r}."
+            )

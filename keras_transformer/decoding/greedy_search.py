@@ -2,23 +2,25 @@
 
 from keras import ops
 
-from keras_transformer.decoding.compile import compiled_search
+from keras_transformer.decoding.compiled_search import compiled_search
 from keras_transformer.decoding.search_utils import (
     check_search_inputs,
     output_limits,
+    search_outputs,
     set_position,
+    special_ids,
     step_log_probs,
 )
 
 
-def greedy_search(model, encoder_token_ids, max_extra_length=50, bos_id=1,
-                  eos_id=2):
+def greedy_search(model, encoder_token_ids, max_extra_length=50, bos_id=None,
+                  eos_id=None):
     """Translates a batch by taking the most probable token at every step.
 
     Decoding is incremental (`Transformer.decode_step`: one token a step,
     cached self-attention keys and values, cross-attention projected once)
     and the whole loop is one compiled program per input shape (see
-    `keras_transformer.decoding.compile`).
+    `keras_transformer.decoding.compiled_search`).
 
     Args:
         model: a `Transformer`.
@@ -27,26 +29,29 @@ def greedy_search(model, encoder_token_ids, max_extra_length=50, bos_id=1,
         max_extra_length: int, a sentence of `n` tokens gets at most
             `n + max_extra_length` output tokens, eos included (50 in the
             paper).
-        bos_id, eos_id: int, the start and end tokens.
+        bos_id, eos_id: int, the start and end tokens (default: the
+            model's).
 
     Returns:
-        `(tokens, scores)` as NumPy arrays: int32 `(batch, src_len +
-        max_extra_length)` output tokens (without bos; eos, then padding,
-        after each sentence's end) and float32 `(batch,)` summed token
-        log-probabilities.
+        `(tokens, scores)` as NumPy arrays (tensors inside a traced
+        function): int32 `(batch, src_len + max_extra_length)` output tokens
+        (without bos; eos, then padding, after each sentence's end) and
+        float32 `(batch,)` summed token log-probabilities.
     """
+    bos_id, eos_id = special_ids(model, bos_id, eos_id)
     check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
     key = ("greedy", max_extra_length, bos_id, eos_id)
     search = compiled_search(
         model, key,
         lambda ids: greedy_search_fn(model, ids, max_extra_length, bos_id, eos_id),
     )
-    tokens, scores = search(encoder_token_ids)
-    return ops.convert_to_numpy(tokens), ops.convert_to_numpy(scores)
+    return search_outputs(search(encoder_token_ids))
 
 
-def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id, eos_id):
+def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id=None,
+                     eos_id=None):
     """The traceable greedy loop (`keras.ops` only); see `greedy_search`."""
+    bos_id, eos_id = special_ids(model, bos_id, eos_id)
     pad_id = model.pad_id
     batch, src_len = ops.shape(encoder_token_ids)
     max_steps = src_len + max_extra_length  # static per shape bucket
@@ -73,10 +78,10 @@ def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
         chosen = ops.cast(ops.argmax(log_probs, axis=-1), "int32")  # (batch,)
         chosen_log_prob = ops.squeeze(
             ops.take_along_axis(log_probs, chosen[:, None], axis=-1), -1
-        )
+        )  # (batch,)
         chosen = ops.where(finished, pad_id, chosen)
         scores = scores + ops.where(finished, 0.0, chosen_log_prob)
-        sequences = set_position(sequences, step + 1, chosen)
+        sequences = set_position(sequences, step + 1, chosen)  # --> (batch, max_steps + 1)
         finished = ops.logical_or(finished, ops.equal(chosen, eos_id))
         return step + 1, sequences, finished, scores, cache
 
@@ -84,4 +89,4 @@ def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
         cond, body, (ops.convert_to_tensor(0, "int32"), sequences, finished, scores, cache),
         maximum_iterations=max_steps,
     )
-    return sequences[:, 1:], scores
+    return sequences[:, 1:], scores  # --> (batch, max_steps), (batch,)

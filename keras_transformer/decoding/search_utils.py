@@ -1,8 +1,10 @@
 """Pieces shared by greedy and beam search."""
 
+import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.decoding.compiled_search import is_traced
 from keras_transformer.validation import check_positive_int
 
 # Log-probability of an impossible choice: far below any real score, yet
@@ -60,6 +62,20 @@ def set_position(sequences, position, tokens):
     return ops.where(hit, tokens[..., None], sequences)
 
 
+def special_ids(model, bos_id, eos_id):
+    """`(bos_id, eos_id)`: the given ones, else the model's."""
+    return (model.bos_id if bos_id is None else bos_id,
+            model.eos_id if eos_id is None else eos_id)
+
+
+def search_outputs(outputs):
+    """A search's outputs as NumPy arrays, or as they are inside a traced
+    function (whose values do not exist yet)."""
+    if is_traced(outputs[0]):
+        return outputs
+    return tuple(ops.convert_to_numpy(x) for x in outputs)
+
+
 def check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id):
     """Raises a `ValueError` naming the bad argument and what is allowed,
     before anything is compiled: `encoder_token_ids` an integer
@@ -80,12 +96,19 @@ def check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_
             f"`bos_id` and `eos_id` must differ. Received: bos_id={bos_id!r}, "
             f"eos_id={eos_id!r}"
         )
-    ids = ops.convert_to_numpy(encoder_token_ids)
-    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+    if is_traced(encoder_token_ids):  # only the shape and dtype are known
+        ids = encoder_token_ids
+        shape, dtype = tuple(ids.shape), keras.backend.standardize_dtype(ids.dtype)
+    else:
+        ids = ops.convert_to_numpy(encoder_token_ids)
+        shape, dtype = ids.shape, ids.dtype
+    if len(shape) != 2 or not np.issubdtype(np.dtype(dtype), np.integer):
         raise ValueError(
             "`encoder_token_ids` must be an integer array of shape (batch, "
-            f"src_len). Received: shape={ids.shape}, dtype={ids.dtype}"
+            f"src_len). Received: shape={shape}, dtype={dtype}"
         )
+    if is_traced(ids):
+        return
     outside = ids[(ids < 0) | (ids >= model.vocabulary_size)]
     if outside.size:
         raise ValueError(

@@ -1,4 +1,6 @@
+import gc
 import itertools
+import weakref
 
 import keras
 import numpy as np
@@ -6,8 +8,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.decoding import beam_search, greedy_search
-from keras_transformer.decoding import compile as compiled
-from keras_transformer.decoding.compile import CompiledSearch
+from keras_transformer.decoding.compiled_search import CompiledSearch, model_searches
 from keras_transformer.decoding.greedy_search import greedy_search_fn
 from tests.helpers import to_numpy
 
@@ -113,10 +114,23 @@ def test_every_alpha_shares_the_compiled_search():
     model = random_model()
     for alpha in (0.0, 0.6, 2.0):
         beam_search(model, SOURCES, beam_size=2, alpha=alpha, max_extra_length=3)
-    searches = [search for key, search in compiled._COMPILED.items() if key[0] == id(model)]
+    searches = list(model_searches(model).values())
     assert len(searches) == 1
     if keras.backend.backend() in ("jax", "tensorflow"):
         assert searches[0].trace_count == 1  # one program for the three alphas
+
+
+def test_compiled_searches_belong_to_their_model():
+    model = random_model()
+    beam_search(model, SOURCES, beam_size=2, max_extra_length=3)
+    greedy_search(model, SOURCES, max_extra_length=3)
+    assert len(model_searches(model)) == 2
+    assert not model_searches(random_model())  # a new model starts with none
+    # No table outside the model keeps it (and its programs) alive.
+    alive = weakref.ref(model)
+    del model
+    gc.collect()
+    assert alive() is None
 
 
 def test_paper_beam_returns_sorted_n_best_within_the_length_limit():
@@ -177,4 +191,4 @@ def test_bad_search_inputs_fail_before_compiling(search, ids, kwargs, message):
     model = random_model()
     with pytest.raises(ValueError, match=message):
         search(model, ids, **kwargs)
-    assert not [key for key in compiled._COMPILED if key[0] == id(model)]
+    assert not model_searches(model)

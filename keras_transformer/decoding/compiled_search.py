@@ -15,7 +15,8 @@ jax.jit and tf.function cache one program per input shape, so decoding a
 second batch of the same shape bucket reuses it. Float settings such as the
 length penalty's alpha are passed in as scalar tensors, not baked in, so
 the same programs serve every value. `trace_count` counts how many times
-the Python function was traced, for tests.
+the Python function was traced, for tests. Called inside a function being
+traced (a SavedModel export), a search becomes part of that program.
 """
 
 import keras
@@ -74,14 +75,39 @@ class CompiledSearch:
         return self._compiled(ids, *floats)
 
 
-_COMPILED = {}
-
-
 def compiled_search(model, key, fn):
     """The `CompiledSearch` of `fn` for `model` and the static arguments
-    `key`, created once and reused (so its programs are reused too)."""
-    cache_key = (id(model),) + tuple(key)
-    search = _COMPILED.get(cache_key)
-    if search is None or search.model is not model:
-        search = _COMPILED[cache_key] = CompiledSearch(model, fn)
-    return search
+    `key`, created once and reused (so its programs are reused too).
+
+    The searches are kept on the model (`model_searches`), so they live
+    and die with it: no global table keeps a model alive or hands its
+    programs to another.
+    """
+    searches = model_searches(model)
+    key = tuple(key)
+    if key not in searches:
+        searches[key] = CompiledSearch(model, fn)
+    return searches[key]
+
+
+def model_searches(model):
+    """The dict of `model`'s compiled searches, by static arguments."""
+    if "_compiled_searches" not in vars(model):
+        # Set past Keras's attribute tracking: programs are not model state.
+        object.__setattr__(model, "_compiled_searches", {})
+    return vars(model)["_compiled_searches"]
+
+
+def is_traced(x):
+    """Whether `x` is a placeholder of a program being traced (inside
+    `tf.function` or `jax.jit`), whose values are not known yet."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.is_symbolic_tensor(x)
+    if backend == "jax":
+        import jax
+
+        return isinstance(x, jax.core.Tracer)
+    return False
