@@ -10,40 +10,51 @@
 import argparse
 import dataclasses
 import sys
+import types
+import typing
 
 
-def _jit_compile(value):
-    choices = {"auto": "auto", "true": True, "false": False}
-    if value.lower() not in choices:
-        raise argparse.ArgumentTypeError(f"expected auto, true or false; got {value!r}")
-    return choices[value.lower()]
+def _value_parser(annotation):
+    """A parser of flag values for a field of type `annotation`: `str`,
+    `int`, `float`, `bool` ("true"/"false"), `Literal[...]` and unions of
+    them (`X | None` is `X`, its default None)."""
+    members = typing.get_args(annotation) if isinstance(
+        annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union else (
+        annotation,)
+    literals = [value for member in members if typing.get_origin(member) is typing.Literal
+                for value in typing.get_args(member)]
+    kinds = [member for member in members
+             if member is not type(None) and typing.get_origin(member) is not typing.Literal]
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    allowed = " or ".join([str(value) for value in literals] + [names[k] for k in kinds])
 
+    def parse(text):
+        if text in literals:
+            return text
+        for kind in kinds:
+            if kind is bool and text.lower() in ("true", "false"):
+                return text.lower() == "true"
+            if kind in (int, float, str):
+                try:
+                    return kind(text)
+                except ValueError:
+                    pass
+        raise argparse.ArgumentTypeError(f"expected {allowed}; got {text!r}")
 
-def _alpha(value):
-    if value == "auto":
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected auto or a number; got {value!r}") from None
+    return parse
 
 
 def _add_train_arguments(parser):
     from keras_transformer.training.train import TrainConfig
 
+    annotations = typing.get_type_hints(TrainConfig)
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
-        if field.type is bool or isinstance(field.default, bool):
+        annotation = annotations[field.name]
+        if annotation is bool:
             parser.add_argument(flag, action="store_true", help=f"(default: {field.default})")
         else:
-            kind = type(field.default) if field.default is not None else str
-            if field.name == "dropout_rate":
-                kind = float
-            if field.name == "jit_compile":
-                kind = _jit_compile
-            if field.name == "alpha":
-                kind = _alpha
-            parser.add_argument(flag, type=kind, default=field.default,
+            parser.add_argument(flag, type=_value_parser(annotation), default=field.default,
                                 help=f"(default: {field.default})")
 
 

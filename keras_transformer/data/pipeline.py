@@ -16,10 +16,9 @@ from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 # Static shapes' buckets grow by 20%: XLA compiles one program per bucket
-# shape. On the embedded corpus (vocabulary 2,000, 2,048-token batches,
-# max_length 128) the training split uses 18 shapes at 82.7% padding
-# efficiency (measured; before the corpus lost its repeated verses, 19
-# shapes at 82.3%, against 34 shapes and 82.8% with 10% buckets).
+# shape, and 10% buckets doubled the shapes for the same padding (18 shapes
+# at 82.7% on the shipped corpus; docs/RESULTS.md). Dynamic shapes take 5%
+# buckets (92.1% real tokens).
 STATIC_BUCKET_STEP = 1.2
 
 
@@ -64,11 +63,26 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
 
     Returns:
         A batched, prefetched `tf.data.Dataset`, with tf.data's model-based
-        autotuning off (it held up the end of every epoch on JAX and
-        PyTorch; see the comment at the end).
+        autotuning off (see `_without_autotuning`).
     """
-    import tensorflow as tf
+    _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple)
+    boundaries = bucket_boundaries(
+        max_length, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
+    # Rows of a bucket-L batch: the token budget over L, in whole multiples.
+    batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
+                   for length in boundaries]
+    dataset = _examples(pairs, tokenizer, max_length, long_pairs)
+    if shuffle:
+        dataset = dataset.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
+    dataset = _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple)
+    if shuffle:
+        dataset = dataset.shuffle(64, seed=seed)
+    if repeat:
+        dataset = dataset.repeat()
+    return _without_autotuning(dataset)
 
+
+def _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple):
     if long_pairs not in ("drop", "truncate"):
         raise ValueError(
             f"`long_pairs` must be 'drop' or 'truncate'. Received: long_pairs={long_pairs!r}"
@@ -82,14 +96,22 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
             f"`tokens_per_batch` must be >= max_length={max_length} so that "
             f"the longest bucket holds a pair. Received: tokens_per_batch={tokens_per_batch}"
         )
-    # 5% buckets pack 92.1% real tokens on the embedded corpus (measured).
-    boundaries = bucket_boundaries(
-        max_length, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
-    # Rows of a bucket-L batch: the token budget over L, in whole multiples.
-    batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
-                   for length in boundaries]
+
+
+def _pair_length(inputs, labels):
+    """The longer side of one example, in tokens."""
+    import tensorflow as tf
+
+    return tf.maximum(tf.shape(inputs["encoder_token_ids"])[0], tf.shape(labels)[0])
+
+
+def _examples(pairs, tokenizer, max_length, long_pairs):
+    """String pairs --> cached teacher-forcing examples, one pair each:
+    `({"encoder_token_ids": source + eos, "decoder_token_ids": bos +
+    target}, target + eos)`, without the pairs longer than `max_length`."""
+    import tensorflow as tf
+
     sources, targets = zip(*pairs)
-    dataset = tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 
     def tokenize(source, target):
         # Batched tokenization inside tf.data: ragged (batch, None) ids.
@@ -107,25 +129,22 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
             "decoder_token_ids": tf.concat([bos, target], 0),
         }, tf.concat([target, eos], 0)
 
-    def pair_length(inputs, labels):
-        return tf.maximum(
-            tf.shape(inputs["encoder_token_ids"])[0], tf.shape(labels)[0]
-        )
-
-    dataset = (
-        dataset.batch(1024)
+    return (
+        tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
+        .batch(1024)
         .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
         .unbatch()
         .map(add_special_tokens, num_parallel_calls=tf.data.AUTOTUNE)
-        .filter(lambda inputs, labels: pair_length(inputs, labels) <= max_length)
+        .filter(lambda inputs, labels: _pair_length(inputs, labels) <= max_length)
         .cache()  # tokenized once, on the first epoch
     )
-    if shuffle:
-        dataset = dataset.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
-    # Bucket b holds lengths in (boundaries[b-1], boundaries[b]] and is
-    # padded to boundaries[b].
+
+
+def _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple):
+    """Examples --> padded batches by length bucket: bucket b holds lengths
+    in (boundaries[b-1], boundaries[b]] and `batch_sizes[b]` rows."""
     dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda inputs, labels: pair_length(inputs, labels) - 1,
+        element_length_func=lambda inputs, labels: _pair_length(inputs, labels) - 1,
         bucket_boundaries=boundaries,
         bucket_batch_sizes=batch_sizes + batch_sizes[-1:],  # the last: never used
         padded_shapes=(
@@ -134,22 +153,22 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         padding_values=({"encoder_token_ids": PAD_ID, "decoder_token_ids": PAD_ID}, PAD_ID),
         pad_to_bucket_boundary=False,
     )
-    dataset = dataset.map(
+    return dataset.map(
         lambda inputs, labels: _pad_to_bucket(
             inputs, labels, boundaries, batch_sizes if static_shapes else None,
             batch_multiple)
     )
-    if shuffle:
-        dataset = dataset.shuffle(64, seed=seed)
-    if repeat:
-        dataset = dataset.repeat()
-    # No model-based autotuning: its thread sleeps 10 ms, 20 ms, ... up to
-    # 60 s between runs, and deleting an iterator waits for it to wake. On
-    # JAX and PyTorch, Keras deletes each epoch's iterator when it runs
-    # out, so an epoch of 3.1 s lasted until the wake-up at 5.11 s
-    # (measured, TensorFlow 2.21). AUTOTUNE above then means one thread
-    # per core (at most 16) for the maps and a prefetch buffer that grows
-    # on demand; a tokenizing pass over the embedded corpus took as long.
+
+
+def _without_autotuning(dataset):
+    """Prefetched, with tf.data's model-based autotuning off: deleting an
+    iterator waits for the autotuner's next wake-up (up to 60 s apart), and
+    Keras deletes each epoch's iterator on JAX and PyTorch, which held up
+    the end of every epoch (docs/RESULTS.md). AUTOTUNE then means one thread
+    per core (at most 16) for the maps and a prefetch buffer that grows on
+    demand."""
+    import tensorflow as tf
+
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)

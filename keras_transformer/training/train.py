@@ -14,6 +14,7 @@ import json
 import os
 import random
 import time
+from typing import Literal
 
 import keras
 
@@ -44,58 +45,43 @@ ALPHA_SENTENCES = 500  # validation sentences that choose alpha
 @dataclasses.dataclass
 class TrainConfig:
     """Everything `train` needs; the defaults train the `mini` preset on
-    the embedded Bible corpus for ten minutes on a 2-core CPU."""
+    the shipped Bible corpus for ten minutes on a 2-core CPU. The command
+    line's flags are generated from these fields and their types. The
+    figures behind each default are in docs/RESULTS.md."""
 
     corpus: str = "bible"  # "bible", "numbers", a file, a Moses prefix, tfds:NAME
-    target_path: str = None  # the target file of a Moses pair
+    target_path: str | None = None  # the target file of a Moses pair
     source_language: str = "en"
     target_language: str = "fr"
     run_dir: str = "runs/bible_en_fr"
-    # Measured in 10 minutes on a 2-core AMD EPYC, without the moving
-    # average: "mini" 6,323 steps, validation accuracy 0.485, test BLEU
-    # 13.21; "tiny" 9,119 steps, 0.451, 12.06 (11.26 in another run);
-    # "small" far fewer steps, far less. With it, "mini" scored 13.1-14.1
-    # over four seeds at dropout 0.1, and 14.9-16.2 (mean 15.7) over the
-    # same four at its dropout now, 0.05 (README, "Measured results").
-    preset: str = "mini"
-    vocabulary_size: int = 2000  # shared BPE; 8000 measured slower and no better here
-    # The paper's 25,000, scaled to a CPU: a step of `tiny` costs about the
-    # same at 2,048 and 4,096 tokens, and twice the steps learn faster
-    # (validation loss 4.31 vs 4.60 after 3 minutes, measured).
+    preset: str = "mini"  # the best BLEU in 10 minutes of the CPU presets
+    vocabulary_size: int = 2000  # shared BPE; 8000 was slower and no better
+    # The paper's 25,000 scaled to a CPU: twice the steps of 4,096 learn faster.
     tokens_per_batch: int = 2048
     max_length: int = 128  # tokens a side, bos/eos included
-    long_pairs: str = "drop"  # or "truncate"
+    long_pairs: Literal["drop", "truncate"] = "drop"
     epochs: int = 40
     max_minutes: float = 10.0  # training time budget (0 = none)
-    warmup_steps: int = 200  # 4000 in the paper, for 100K steps; ~2,500 steps here
-    # The paper's formula peaks at 8.8e-3 for d_model 64 and 200 warmup
-    # steps, where training stalls (measured). 4e-3 with 2,048-token batches
-    # reached validation loss 4.49 after 3 minutes, 2e-3 with 4,096 tokens
-    # 5.01 (measured). 0 = the unscaled formula.
+    warmup_steps: int = 200  # 4000 in the paper, for 100K steps
+    # Caps the paper's formula, which peaks where small models stall; 0 = no cap.
     peak_learning_rate: float = 4e-3
     label_smoothing: float = 0.1
-    dropout_rate: float = None  # None = the preset's
+    dropout_rate: float | None = None  # None = the preset's
     keep_checkpoints: int = 5
-    # The paper averages the last 5 checkpoints (10 minutes apart, of a
-    # converged model). Averaging the last 5 per-epoch checkpoints of the
-    # 10-minute demo, still learning fast, measured BLEU 3.95 against 5.34
-    # for the last one: off by default (1), `--average-last 5` to use it.
+    # The paper averages the last 5 checkpoints of a converged model; a
+    # 10-minute run is still learning fast and loses BLEU by it: 1 = off.
     average_last: int = 1
-    # What averaging does help a short run: an exponential moving average of
-    # the weights, updated every step, replaces them when training ends
-    # (the last ~100 steps at 0.99; 0 = off). Measured on one 10-minute
-    # `mini` run, test BLEU of the same training: 11.49 with the raw
-    # weights, 13.07 / 12.75 / 12.54 / 11.70 with momentum 0.99 / 0.995 /
-    # 0.998 / 0.999.
+    # A moving average of the weights, every step, replaces them at the
+    # end (0 = off); it gains a short run more than averaging checkpoints.
     ema_momentum: float = 0.99
     beam_size: int = 4
-    # "auto": the best of ALPHA_CANDIDATES on the validation split; or a
-    # number >= 0 (the paper's choice for WMT was 0.6).
-    alpha: str = "auto"
+    # "auto": the best of ALPHA_CANDIDATES on the validation split (section
+    # 6.1 tuned it on the development set); or a number >= 0.
+    alpha: Literal["auto"] | float = "auto"
     eval_sentences: int = 1000  # test sentences for BLEU (0 = all)
     resume: bool = False
     # "auto": XLA on JAX only (see `resolve_jit_compile`); True or False.
-    jit_compile: str = "auto"
+    jit_compile: Literal["auto"] | bool = "auto"
     # "none", "data" or "model:K" (keras_transformer.distribution); the
     # token budget is global, split over the data-parallel replicas.
     distribution: str = "none"
@@ -143,10 +129,9 @@ def resolve_jit_compile(setting):
 
     "auto" compiles the training step with XLA on JAX, which otherwise runs
     op by op. Not on TensorFlow: XLA compiles one program per batch shape,
-    so it needs the static-shape pipeline (20% buckets, padding efficiency
-    82.7% on the embedded corpus) and a first epoch of compiling, while graph
-    mode takes every shape at the same speed (0.15 s a step of `tiny`, BLEU
-    6.7 against 6.5 in the 10-minute demo, measured). Not on PyTorch
+    so it needs the static-shape pipeline (more padding) and a first epoch
+    of compiling, while graph mode takes every shape at the same speed and
+    scored as well in the demo (docs/RESULTS.md). Not on PyTorch
     (Keras's own "auto" there).
     """
     if setting == "auto":
@@ -204,94 +189,36 @@ def choose_alpha(translator, pairs, candidates=ALPHA_CANDIDATES):
 def train(config):
     """Runs the training program; returns a dict of results."""
     keras.utils.set_random_seed(config.seed)
-    # A bad spec, or a preset that does not split over the devices, fails
-    # here, before any work (and on --resume too).
-    parallelism = Parallelism(config.distribution)
-    preset = PRESETS[config.preset]["config"]
-    parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
-    jit_compile = resolve_jit_compile(config.jit_compile)
-    check_non_negative("alpha", config.alpha, also="auto")
-    check_rate("ema_momentum", config.ema_momentum)
+    parallelism, jit_compile = check_config(config)
     cache_dir = enable_compilation_cache()
     if cache_dir:
         print(f"compiled XLA programs are cached in {cache_dir}")
-    checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     os.makedirs(config.run_dir, exist_ok=True)
+    checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
+    checkpoints = list_checkpoints(checkpoint_dir) if config.resume else []
     train_pairs, valid_pairs, test_pairs = load_splits(config)
     print(f"corpus: {len(train_pairs)} train, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")
-
-    tokenizer_path = os.path.join(config.run_dir, TOKENIZER_FILE)
-    checkpoints = list_checkpoints(checkpoint_dir) if config.resume else []
-    if checkpoints and os.path.isfile(tokenizer_path):
-        tokenizer = load_tokenizer(tokenizer_path)
-    else:
-        texts = [side for pair in train_pairs for side in pair]
-        tokenizer = train_tokenizer(texts, config.vocabulary_size, tokenizer_path)
-    vocabulary_size = int(tokenizer.vocabulary_size())
+    tokenizer = _tokenizer(config, train_pairs, resuming=bool(checkpoints))
 
     # XLA compiles every new shape: give it one per length bucket.
     static_shapes = jit_compile is True and keras.backend.backend() != "torch"
-
-    def dataset(pairs, shuffle):
-        """The pipeline, and its batch count and padding efficiency from
-        one pass, which also fills its cache of tokenized pairs. Telling
-        tf.data the count (the same in every shuffled order) gives Keras a
-        known epoch length."""
-        import tensorflow as tf
-
-        data = make_dataset(pairs, tokenizer, tokens_per_batch=config.tokens_per_batch,
-                            max_length=config.max_length, long_pairs=config.long_pairs,
-                            shuffle=shuffle, seed=config.seed, static_shapes=static_shapes,
-                            batch_multiple=parallelism.data_parallel_size)
-        stats = batch_statistics(data)
-        return data.apply(tf.data.experimental.assert_cardinality(stats["batches"])), stats
-
     (train_data, train_stats), (valid_data, _) = (
-        dataset(train_pairs, True), dataset(valid_pairs, False))
+        _dataset(config, pairs, tokenizer, shuffle, static_shapes, parallelism)
+        for pairs, shuffle in ((train_pairs, True), (valid_pairs, False)))
     efficiency = train_stats["padding_efficiency"]
     print(f"{train_stats['batches']} batches an epoch; padding efficiency (real "
           f"tokens / batch slots): {efficiency:.1%}")
 
-    callbacks = [
-        AtomicCheckpoint(checkpoint_dir, keep=max(config.keep_checkpoints, config.average_last)),
-        keras.callbacks.TensorBoard(os.path.join(config.run_dir, "logs")),
-        keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
-                                  append=bool(checkpoints)),
-        TimeBudget(config.max_minutes),
-    ]
     start = time.monotonic()
-    with parallelism.scope():
-        if checkpoints:
-            initial_epoch, path = checkpoints[-1]
-            model = keras.saving.load_model(path)
-            model.jit_compile = jit_compile  # this run's backend, not the saver's
-            print(f"resuming from {path} (epoch {initial_epoch}, step "
-                  f"{int(model.optimizer.iterations)})")
-        else:
-            initial_epoch = 0
-            model = build_model(config, vocabulary_size, jit_compile)
-        model.fit(train_data, validation_data=valid_data, epochs=config.epochs,
-                  initial_epoch=initial_epoch, callbacks=callbacks, verbose=2,
-                  shuffle=False)  # the pipeline shuffles
+    model = _fit(config, checkpoints, int(tokenizer.vocabulary_size()), train_data,
+                 valid_data, parallelism, jit_compile)
     minutes = (time.monotonic() - start) / 60.0
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
 
-    checkpoints = list_checkpoints(checkpoint_dir)
-    if config.average_last > 1 and len(checkpoints) > 1:
-        paths = [p for _, p in checkpoints[-config.average_last:]]
-        print(f"averaging the last {len(paths)} checkpoints")
-        model = average_checkpoints(paths)
+    model = _average(config, model, checkpoint_dir)
     translator = Translator(model, tokenizer, beam_size=config.beam_size)
-    alpha_bleu = None
-    if config.alpha == "auto":
-        valid = valid_pairs[:ALPHA_SENTENCES]
-        alpha_bleu = choose_alpha(translator, valid)
-        print(f"length penalty on {len(valid)} validation sentences: "
-              + ", ".join(f"alpha {a}: BLEU {b:.2f}" for a, b in alpha_bleu.items())
-              + f"; using alpha {translator.alpha}")
-    else:
-        translator.alpha = config.alpha
+    alpha_bleu = _set_alpha(config, translator, valid_pairs)
     translator.save(config.run_dir)
 
     test = test_pairs[: config.eval_sentences or None]
@@ -315,3 +242,93 @@ def train(config):
     for source, hypothesis, reference in scores["samples"]:
         print(f"  source:     {source}\n  translated: {hypothesis}\n  reference:  {reference}")
     return results
+
+
+def check_config(config):
+    """Fails on a bad setting before any work (on --resume too); returns
+    `(parallelism, jit_compile)`. A bad distribution spec, or a preset that
+    does not split over the devices, fails here."""
+    parallelism = Parallelism(config.distribution)
+    preset = PRESETS[config.preset]["config"]
+    parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
+    jit_compile = resolve_jit_compile(config.jit_compile)
+    check_non_negative("alpha", config.alpha, also="auto")
+    check_rate("ema_momentum", config.ema_momentum)
+    return parallelism, jit_compile
+
+
+def _tokenizer(config, train_pairs, resuming):
+    """The run's tokenizer when resuming, else one trained on both sides of
+    the training split."""
+    path = os.path.join(config.run_dir, TOKENIZER_FILE)
+    if resuming and os.path.isfile(path):
+        return load_tokenizer(path)
+    return train_tokenizer([side for pair in train_pairs for side in pair],
+                           config.vocabulary_size, path)
+
+
+def _dataset(config, pairs, tokenizer, shuffle, static_shapes, parallelism):
+    """The pipeline, and its batch count and padding efficiency from one
+    pass, which also fills its cache of tokenized pairs. Telling tf.data the
+    count (the same in every shuffled order) gives Keras a known epoch
+    length."""
+    import tensorflow as tf
+
+    data = make_dataset(pairs, tokenizer, tokens_per_batch=config.tokens_per_batch,
+                        max_length=config.max_length, long_pairs=config.long_pairs,
+                        shuffle=shuffle, seed=config.seed, static_shapes=static_shapes,
+                        batch_multiple=parallelism.data_parallel_size)
+    stats = batch_statistics(data)
+    return data.apply(tf.data.experimental.assert_cardinality(stats["batches"])), stats
+
+
+def _fit(config, checkpoints, vocabulary_size, train_data, valid_data, parallelism,
+         jit_compile):
+    """Builds the model, or loads the newest checkpoint, and trains it with
+    checkpoints, logs and the time budget; returns the model."""
+    checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
+    callbacks = [
+        AtomicCheckpoint(checkpoint_dir, keep=max(config.keep_checkpoints, config.average_last)),
+        keras.callbacks.TensorBoard(os.path.join(config.run_dir, "logs")),
+        keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
+                                  append=bool(checkpoints)),
+        TimeBudget(config.max_minutes),
+    ]
+    with parallelism.scope():
+        if checkpoints:
+            initial_epoch, path = checkpoints[-1]
+            model = keras.saving.load_model(path)
+            model.jit_compile = jit_compile  # this run's backend, not the saver's
+            print(f"resuming from {path} (epoch {initial_epoch}, step "
+                  f"{int(model.optimizer.iterations)})")
+        else:
+            initial_epoch = 0
+            model = build_model(config, vocabulary_size, jit_compile)
+        model.fit(train_data, validation_data=valid_data, epochs=config.epochs,
+                  initial_epoch=initial_epoch, callbacks=callbacks, verbose=2,
+                  shuffle=False)  # the pipeline shuffles
+    return model
+
+
+def _average(config, model, checkpoint_dir):
+    """`model`, or with `average_last` > 1 the mean of the last checkpoints."""
+    checkpoints = list_checkpoints(checkpoint_dir)
+    if config.average_last <= 1 or len(checkpoints) <= 1:
+        return model
+    paths = [p for _, p in checkpoints[-config.average_last:]]
+    print(f"averaging the last {len(paths)} checkpoints")
+    return average_checkpoints(paths)
+
+
+def _set_alpha(config, translator, valid_pairs):
+    """Sets the translator's length penalty: `config.alpha`, or with "auto"
+    the best on the validation split; returns `{alpha: BLEU}` or None."""
+    if config.alpha != "auto":
+        translator.alpha = config.alpha
+        return None
+    valid = valid_pairs[:ALPHA_SENTENCES]
+    alpha_bleu = choose_alpha(translator, valid)
+    print(f"length penalty on {len(valid)} validation sentences: "
+          + ", ".join(f"alpha {a}: BLEU {b:.2f}" for a, b in alpha_bleu.items())
+          + f"; using alpha {translator.alpha}")
+    return alpha_bleu
