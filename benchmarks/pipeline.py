@@ -9,7 +9,7 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_transformer.data.embedded import bible_en_fr
+from keras_transformer.data.corpora import bible_en_fr
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
 from keras_transformer.data.tokenizer import load_tokenizer, token_ids, train_tokenizer
 from keras_transformer.losses import LabelSmoothedCrossEntropy

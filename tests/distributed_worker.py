@@ -24,7 +24,7 @@ if keras.backend.backend() == "tensorflow":
 
 import numpy as np  # noqa: E402
 
-from keras_transformer.data.embedded import numbers_and_dates  # noqa: E402
+from keras_transformer.data.corpora import numbers_and_dates  # noqa: E402
 from keras_transformer.data.pipeline import make_dataset  # noqa: E402
 from keras_transformer.data.tokenizer import train_tokenizer  # noqa: E402
 from keras_transformer.decoding import beam_search  # noqa: E402

@@ -80,3 +80,11 @@ def numpy_attention(layer, query, value, mask, key=None):
     out = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T, h * dv)
     return out @ wo + bo, weights
 
+
+# Two rows of three positions, vocabulary 4: the loss and metric tests' batch.
+LOGITS = np.array(
+    [[[2.0, 1.0, 0.1, -1.0], [0.5, 0.5, 3.0, 0.0], [1.0, 2.0, 3.0, 4.0]],
+     [[0.0, 0.0, 0.0, 5.0], [1.0, -2.0, 0.3, 0.3], [9.0, 9.0, 9.0, 9.0]]],
+    "float32",
+)
+LABELS = np.array([[1, 2, 0], [3, 1, 0]], "int32")  # 0 = padding

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer.data.embedded import numbers_and_dates
+from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.tokenizer import EOS_ID
 from keras_transformer.distribution import Parallelism, parse_distribution
 from keras_transformer.training import TrainConfig, train

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from keras_transformer.data.embedded import numbers_and_dates
+from keras_transformer.data.corpora import numbers_and_dates
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "examples")
 

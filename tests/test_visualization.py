@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import Translator
-from keras_transformer.data.embedded import numbers_and_dates
+from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.tokenizer import load_tokenizer, train_tokenizer
 from keras_transformer.models import Transformer
 from keras_transformer.visualization import attention_maps, plot_attention

@@ -15,7 +15,7 @@ from keras_transformer.decoding.search_utils import (
     special_ids,
     step_log_probs,
 )
-from keras_transformer.validation import check_non_negative, check_positive_int
+from keras_transformer.checks import check_non_negative, check_positive_int
 
 BeamState = collections.namedtuple("BeamState", [
     "step",  # int32 scalar: tokens chosen so far

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.sublayer import BlockBase, sublayer_input, sublayer_output
+from keras_transformer.layers.block_base import BlockBase
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -60,75 +60,38 @@ class DecoderBlock(BlockBase):
     """
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
-        shape = decoder_sequence_shape
-        memory_shape = encoder_sequence_shape or decoder_sequence_shape
-        self.self_attention = self._attention("self_attention", shape, shape)
-        self.self_attention_norm = self._norm("self_attention_norm", shape)
-        self.cross_attention = self._attention("cross_attention", shape, memory_shape)
-        self.cross_attention_norm = self._norm("cross_attention_norm", shape)
-        self.feed_forward = self._feed_forward(shape)
-        self.feed_forward_norm = self._norm("feed_forward_norm", shape)
-        self.dropout = self._dropout()
-        self.built = True
-
-    def call(
-        self,
-        decoder_sequence,
-        encoder_sequence=None,
-        decoder_padding_mask=None,
-        encoder_padding_mask=None,
-        self_attention_cache=None,
-        cross_attention_cache=None,
-        cache_index=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        x = decoder_sequence  # (batch, tgt_len, d_model)
-
-        # Masked (causal) self-attention.
-        h = sublayer_input(x, self.self_attention_norm, self.norm_first)
-        outputs = self.self_attention(
-            h, h, padding_mask=decoder_padding_mask, use_causal_mask=True,
-            return_attention_scores=return_attention_scores,
-            cache=self_attention_cache, cache_index=cache_index,
-            training=training,
-        )
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        attended = outputs[0]
-        self_weights = outputs[1] if return_attention_scores else None
-        new_cache = outputs[-1] if self_attention_cache is not None else None
-        x = sublayer_output(
-            x, attended, self.self_attention_norm, self.dropout,
-            self.norm_first, training,
+        self._build_sublayers(
+            decoder_sequence_shape, encoder_sequence_shape or decoder_sequence_shape
         )
 
+    def call(self, decoder_sequence, encoder_sequence=None,
+             decoder_padding_mask=None, encoder_padding_mask=None,
+             self_attention_cache=None, cross_attention_cache=None,
+             cache_index=None, return_attention_scores=False, training=None):
+        # Masked (causal) self-attention. --> (batch, tgt_len, d_model)
+        x, self_extras = self._self_attention_sublayer(
+            decoder_sequence, decoder_padding_mask, True,
+            return_attention_scores, training, self_attention_cache, cache_index,
+        )
         # Encoder-decoder attention: queries from x, keys/values from the
         # encoder output (or its precomputed projections).
-        h = sublayer_input(x, self.cross_attention_norm, self.norm_first)
-        outputs = self.cross_attention(
-            h, encoder_sequence, padding_mask=encoder_padding_mask,
-            return_attention_scores=return_attention_scores,
-            cache=cross_attention_cache, training=training,
+        x, cross_extras = self._residual(
+            x, self.cross_attention_norm,
+            lambda h: self.cross_attention(
+                h, encoder_sequence, padding_mask=encoder_padding_mask,
+                return_attention_scores=return_attention_scores,
+                cache=cross_attention_cache, training=training,
+            ),
+            training,
         )
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        cross_weights = outputs[1] if return_attention_scores else None
-        x = sublayer_output(
-            x, outputs[0], self.cross_attention_norm, self.dropout,
-            self.norm_first, training,
-        )
-
         # Position-wise feed-forward.
-        h = sublayer_input(x, self.feed_forward_norm, self.norm_first)
-        x = sublayer_output(
-            x, self.feed_forward(h), self.feed_forward_norm, self.dropout,
-            self.norm_first, training,
-        )
+        x, _ = self._residual(x, self.feed_forward_norm, self.feed_forward, training)
 
-        results = (x,)
+        results = (x,)  # then the weights, then the cache, when asked for
         if return_attention_scores:
-            results += ((self_weights, cross_weights),)
-        if new_cache is not None:
-            results += (new_cache,)
+            results += ((self_extras[0], cross_extras[0]),)
+        if self_attention_cache is not None:
+            results += (self_extras[-1],)
         return results[0] if len(results) == 1 else results
 
     def compute_output_shape(

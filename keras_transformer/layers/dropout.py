@@ -4,7 +4,7 @@ from a keyed hash of each element's index."""
 import keras
 from keras import ops
 
-from keras_transformer.validation import check_rate
+from keras_transformer.checks import check_rate
 
 # Each 32-bit hash gives two 16-bit uniforms, one per element.
 _BITS = 16

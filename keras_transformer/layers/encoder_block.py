@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.sublayer import BlockBase, sublayer_input, sublayer_output
+from keras_transformer.layers.block_base import BlockBase
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -47,39 +47,16 @@ class EncoderBlock(BlockBase):
     """
 
     def build(self, encoder_sequence_shape):
-        shape = encoder_sequence_shape
-        self.self_attention = self._attention("self_attention", shape, shape)
-        self.self_attention_norm = self._norm("self_attention_norm", shape)
-        self.feed_forward = self._feed_forward(shape)
-        self.feed_forward_norm = self._norm("feed_forward_norm", shape)
-        self.dropout = self._dropout()
-        self.built = True
+        self._build_sublayers(encoder_sequence_shape)
 
-    def call(
-        self,
-        encoder_sequence,
-        padding_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        x = encoder_sequence  # (batch, seq, d_model)
-        h = sublayer_input(x, self.self_attention_norm, self.norm_first)
-        attended = self.self_attention(
-            h, h, padding_mask=padding_mask,
-            return_attention_scores=return_attention_scores, training=training,
+    def call(self, encoder_sequence, padding_mask=None,
+             return_attention_scores=False, training=None):
+        # --> (batch, seq, d_model)
+        x, extras = self._self_attention_sublayer(
+            encoder_sequence, padding_mask, False, return_attention_scores, training
         )
-        if return_attention_scores:
-            attended, weights = attended
-        x = sublayer_output(
-            x, attended, self.self_attention_norm, self.dropout,
-            self.norm_first, training,
-        )
-        h = sublayer_input(x, self.feed_forward_norm, self.norm_first)
-        x = sublayer_output(
-            x, self.feed_forward(h), self.feed_forward_norm, self.dropout,
-            self.norm_first, training,
-        )
-        return (x, weights) if return_attention_scores else x
+        x, _ = self._residual(x, self.feed_forward_norm, self.feed_forward, training)
+        return (x, extras[0]) if return_attention_scores else x
 
     def compute_output_shape(self, encoder_sequence_shape):
         return encoder_sequence_shape

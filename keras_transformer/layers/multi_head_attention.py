@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.position_wise_dense import PositionWiseDense, position_wise_matmul
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.checks import check_attention_sizes, check_positive_int, check_rate
 
 # Added to the scores of masked positions. Finite and far below any real
 # score, and representable in float16 (max 65504) and bfloat16.
@@ -102,10 +102,7 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("num_heads", num_heads)
-        check_positive_int("key_dim", key_dim)
-        if value_dim is not None:
-            check_positive_int("value_dim", value_dim)
+        check_attention_sizes(num_heads, key_dim, value_dim)
         if output_dim is not None:
             check_positive_int("output_dim", output_dim)
         check_rate("dropout", dropout)

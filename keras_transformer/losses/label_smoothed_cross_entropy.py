@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.distribution import sum_over_replicas
-from keras_transformer.validation import check_rate
+from keras_transformer.checks import check_rate
 
 
 def token_weights(labels, pad_id, sample_weight=None):

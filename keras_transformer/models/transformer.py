@@ -12,7 +12,7 @@ from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.block_stack import apply_blocks
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.validation import check_positive_int, check_rate, check_special_ids
+from keras_transformer.checks import check_positive_int, check_rate, check_special_ids
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -19,7 +19,7 @@ from typing import Literal
 import keras
 
 from keras_transformer.compilation_cache import enable_compilation_cache
-from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
+from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
 from keras_transformer.data.readers import read_corpus
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
@@ -34,7 +34,7 @@ from keras_transformer.training.checkpoints import (
     list_checkpoints,
 )
 from keras_transformer.translator import Translator
-from keras_transformer.validation import check_non_negative, check_rate
+from keras_transformer.checks import check_non_negative, check_rate
 
 # Section 6.1: beam size and alpha "were chosen after experimentation on the
 # development set". `alpha="auto"` does the same on the validation split.

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_transformer.data.embedded import bible_en_fr, numbers_and_dates
+from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import (
     STATIC_BUCKET_STEP,
     bucket_boundaries,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from keras_transformer import cli
-from keras_transformer.data.embedded import numbers_and_dates
+from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.training import TrainConfig, average_checkpoints, list_checkpoints, train
 from keras_transformer.training.train import (
     ALPHA_CANDIDATES,

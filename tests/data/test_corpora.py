@@ -5,7 +5,7 @@ import re
 import pytest
 
 from keras_transformer.data.corpora.make_bible_en_fr import clean_segond
-from keras_transformer.data.embedded import bible_en_fr
+from keras_transformer.data.corpora import bible_en_fr
 
 
 @pytest.mark.parametrize("segond, expected", [

@@ -1,4 +1,4 @@
-"""Argument checks shared by the layers, the model and the schedules.
+"""Argument checks shared by the layers, models, schedules and searches.
 
 Each raises a `ValueError` that names the argument, the value received and
 what is allowed, before any weight is created.
@@ -47,3 +47,11 @@ def check_special_ids(pad_id, bos_id, eos_id, vocabulary_size):
             "`pad_id`, `bos_id` and `eos_id` must be three different ids. "
             f"Received: pad_id={pad_id}, bos_id={bos_id}, eos_id={eos_id}"
         )
+
+
+def check_attention_sizes(num_heads, key_dim, value_dim=None):
+    """`num_heads` and `key_dim` positive integers; `value_dim` one or None."""
+    check_positive_int("num_heads", num_heads)
+    check_positive_int("key_dim", key_dim)
+    if value_dim is not None:
+        check_positive_int("value_dim", value_dim)

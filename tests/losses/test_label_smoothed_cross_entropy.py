@@ -2,15 +2,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_transformer import LabelSmoothedCrossEntropy, MaskedAccuracy
-from tests.helpers import gradients, to_numpy
-
-LOGITS = np.array(
-    [[[2.0, 1.0, 0.1, -1.0], [0.5, 0.5, 3.0, 0.0], [1.0, 2.0, 3.0, 4.0]],
-     [[0.0, 0.0, 0.0, 5.0], [1.0, -2.0, 0.3, 0.3], [9.0, 9.0, 9.0, 9.0]]],
-    "float32",
-)
-LABELS = np.array([[1, 2, 0], [3, 1, 0]], "int32")  # 0 = padding
+from keras_transformer import LabelSmoothedCrossEntropy
+from tests.helpers import LABELS, LOGITS, gradients, to_numpy
 
 
 def hand_computed(epsilon, logits=LOGITS):
@@ -115,22 +108,3 @@ def test_loss_config_and_bad_epsilon():
     assert LabelSmoothedCrossEntropy.from_config(config).get_config() == config
     with pytest.raises(ValueError, match="epsilon=1.0"):
         LabelSmoothedCrossEntropy(epsilon=1.0)
-
-
-def test_masked_accuracy_ignores_padding():
-    metric = MaskedAccuracy()
-    # argmax: [[0, 2, 3], [3, 0, 0]]; real labels [1, 2] and [3, 1]: 2 of 4
-    metric.update_state(LABELS, LOGITS)
-    assert float(to_numpy(metric.result())) == pytest.approx(0.5)
-    metric.update_state(np.array([[2, 0, 0]]), LOGITS[:1])
-    assert float(to_numpy(metric.result())) == pytest.approx(2 / 5)
-    config = metric.get_config()
-    assert MaskedAccuracy.from_config(config).get_config() == config
-
-
-def test_masked_accuracy_sample_weight():
-    metric = MaskedAccuracy()
-    # Row 0 alone: argmax [0, 2] against labels [1, 2] -> 1 of 2.
-    metric.update_state(LABELS, LOGITS, sample_weight=np.array([1.0, 0.0]))
-    assert float(to_numpy(metric.result())) == pytest.approx(0.5)
-    assert float(to_numpy(metric.count)) == pytest.approx(2.0)
