@@ -1,1 +1,1 @@
-"""Side-by-side benchmarks: `python -m benchmarks` (see README)."""
+"""Side-by-side benchmarks: `python -m benchmarks` (see docs/RESULTS.md)."""

@@ -1,10 +1,11 @@
 """`python -m benchmarks [training|decoding|pipeline ...] [--rounds N]
-[--small] [--readme README.md]`: prints a Markdown table.
+[--small] [--readme docs/RESULTS.md]`: prints a Markdown table.
 
 Run once per backend (KERAS_BACKEND=...). Each comparison runs both sides
 in the same process, with the same threads, alternating, after a
 compile/warm-up call, and reports the median ratio with its min and max.
-`--readme` also writes the table into the README, between the lines
+`--readme PATH` also writes the table into that Markdown file (the
+project's is docs/RESULTS.md), between the lines
 `<!-- benchmarks:BACKEND -->` and `<!-- /benchmarks:BACKEND -->`.
 """
 
@@ -104,7 +105,7 @@ def main(argv=None):
     parser.add_argument("suites", nargs="*", help=f"any of {', '.join(SUITES)} (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="a tiny configuration, for tests")
-    parser.add_argument("--readme", help="write the table into this README")
+    parser.add_argument("--readme", help="write the table into this Markdown file (docs/RESULTS.md)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.suites) - set(SUITES))
     if unknown:

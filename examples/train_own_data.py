@@ -25,8 +25,9 @@ def main(argv=None):
     parser.add_argument("corpus", help="a TSV/JSONL file or a Moses prefix")
     parser.add_argument("--source", default="en", help="source language (Moses suffix)")
     parser.add_argument("--target", default="fr", help="target language (Moses suffix)")
-    parser.add_argument("--preset", default="tiny", help="tiny, small, base, big, ...")
-    parser.add_argument("--minutes", type=float, default=10.0, help="training time budget")
+    parser.add_argument("--preset", default=TrainConfig.preset, help="tiny, mini, small, base, big, ...")
+    parser.add_argument("--minutes", type=float, default=TrainConfig.max_minutes,
+                        help="training time budget")
     parser.add_argument("--run-dir", default="runs/own")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args(argv)

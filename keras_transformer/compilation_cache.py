@@ -7,14 +7,8 @@ cache on disk, a run resumed with `--resume`, a second demo or a
 of compiling them again.
 
 JAX's default threshold is kept: only programs that took over 1 s to
-compile are written. Caching every program also wrote one per eager op,
-and the eager-heavy JAX tests ran 9% slower (measured).
-
-Measured on the 2-core CPU:
-- a second 5-minute demo run, caching every program: first epoch 76 s
-  instead of 155 s;
-- the resumed half of the test suite's training run, with the 1 s
-  threshold: 25 s instead of 56 s.
+compile are written, as caching every program also wrote one per eager op
+and slowed eager code down (docs/RESULTS.md).
 
 TensorFlow's graph mode and PyTorch have no such cache to turn on; there
 this is a no-op.

@@ -52,14 +52,9 @@ class Dropout(keras.layers.Layer):
     Where the random bits come from: `keras.random` draws a two-int32 key
     per call (from the layer's seed), and each pair of neighbouring
     elements takes its bits from `keyed_hash` of the pair's index: a
-    16-bit uniform each. On TensorFlow with XLA, drawing one random int32
-    per pair from `keras.random` instead (Philox, compiled by XLA) took
-    about 14% of the thread time of `benchmarks/`' reference training step
-    in a profile (17 dropouts of 32 x 64 x 256); the hash fuses into the
-    elementwise work around it, and the step went 0.332 -> 0.312 s. JAX and
-    PyTorch did not move (1.00x and 1.01x), nor did TensorFlow without XLA
-    on the `mini` preset (0.995x; 0.974x on the reference configuration),
-    where each integer operation is a kernel of its own.
+    16-bit uniform each. Under XLA the hash fuses into the elementwise work
+    around it, where drawing every bit from `keras.random` was a sizeable
+    part of the training step (docs/RESULTS.md).
 
     An element is kept when its uniform is below `round((1 - rate) * 2^16)`,
     so the dropout rate is rounded to a multiple of `2^-16` (0.1 becomes

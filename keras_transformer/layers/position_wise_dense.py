@@ -9,7 +9,7 @@ from keras import ops
 
 # Fewer positions than this multiply faster as a matmul on PyTorch's CPU
 # (a decoding step's batch x beam rows, say): the convolution's fixed cost
-# outweighs its speed below about 200 positions (measured).
+# outweighs its speed there (docs/RESULTS.md).
 MIN_CONVOLUTION_POSITIONS = 256
 
 
@@ -18,15 +18,10 @@ def position_wise_matmul(x, kernel):
 
     Section 3.3 describes such a map as "a convolution with kernel size 1",
     and on PyTorch's CPU that is how it runs, from
-    `MIN_CONVOLUTION_POSITIONS` positions on. PyTorch hands float32 matmuls
-    to MKL, which on the AMD EPYC we measure on multiplies at 214-226
-    GFLOP/s, half the CPU's peak; the same product as a 1 x 1 convolution
-    runs in oneDNN at 470-514 GFLOP/s ((2048, 256) x (256, 1024) and
-    (2048, 1024) x (1024, 256), measured). The reference training step of
-    `benchmarks/`: 0.69-0.71 s as matmuls, 0.48-0.50 s as convolutions.
-    Under XLA, where a 1-D convolution gained nothing (TensorFlow 0.36 ->
-    0.38 s, JAX 0.53 -> 0.51 s), and on GPUs (not measured here) it stays a
-    matmul.
+    `MIN_CONVOLUTION_POSITIONS` positions on: PyTorch hands float32 matmuls
+    to MKL, which on AMD CPUs runs at about half the speed of the same
+    product as a oneDNN convolution (docs/RESULTS.md). Under XLA, where a
+    convolution gained nothing, and on GPUs it stays a matmul.
     """
     shape = tuple(x.shape)
     positions = math.prod(shape[:-1]) if None not in shape else 0

@@ -7,7 +7,7 @@ from tests.helpers import to_numpy
 
 
 def closed_form_params(c, vocabulary_size=None):
-    """PAPER.md's closed form: biases on all projections, two-parameter
+    """The closed form of docs/paper.md: biases on all projections, two-parameter
     LayerNorm, tied shared embedding, no pre-softmax bias."""
     d, h, dff, n = c["d_model"], c["num_heads"], c["d_ff"], c["num_layers"]
     dk, dv = c["key_dim"], c["value_dim"]
@@ -46,7 +46,7 @@ def test_every_preset_matches_the_closed_form(name):
                                   if p["paper"] and p["paper"]["params_millions"]])
 def test_presets_reproduce_table3_parameter_counts(name):
     # Table 3's rounded counts fit a tied vocabulary of ~41000 rows (big:
-    # ~36000), see PAPER.md.
+    # ~36000), see docs/paper.md.
     vocabulary = 36000 if name == "big" else 41000
     count = closed_form_params(PRESETS[name]["config"], vocabulary)
     assert round(count / 1e6) == PRESETS[name]["paper"]["params_millions"]
