@@ -4,6 +4,7 @@ import collections
 
 from keras import ops
 
+from keras_transformer.checks import check_non_negative, check_positive_int
 from keras_transformer.decoding.compiled_search import compiled_search
 from keras_transformer.decoding.search_utils import (
     NEG_INF,
@@ -15,7 +16,6 @@ from keras_transformer.decoding.search_utils import (
     special_ids,
     step_log_probs,
 )
-from keras_transformer.checks import check_non_negative, check_positive_int
 
 BeamState = collections.namedtuple("BeamState", [
     "step",  # int32 scalar: tokens chosen so far

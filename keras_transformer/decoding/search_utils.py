@@ -4,8 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_transformer.decoding.compiled_search import is_traced
 from keras_transformer.checks import check_positive_int
+from keras_transformer.decoding.compiled_search import is_traced
 
 # Log-probability of an impossible choice: far below any real score, yet
 # finite, so sums and divisions never make NaN.

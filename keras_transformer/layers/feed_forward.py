@@ -2,8 +2,8 @@
 
 import keras
 
-from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.checks import check_positive_int
+from keras_transformer.layers.position_wise_dense import PositionWiseDense
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -5,9 +5,9 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_attention_sizes, check_positive_int, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.position_wise_dense import PositionWiseDense, position_wise_matmul
-from keras_transformer.checks import check_attention_sizes, check_positive_int, check_rate
 
 # Added to the scores of masked positions. Finite and far below any real
 # score, and representable in float16 (max 65504) and bfloat16.

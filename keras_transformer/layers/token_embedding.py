@@ -6,8 +6,8 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.position_wise_dense import position_wise_matmul
 from keras_transformer.checks import check_positive_int
+from keras_transformer.layers.position_wise_dense import position_wise_matmul
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_transformer.distribution import sum_over_replicas
 from keras_transformer.checks import check_rate
+from keras_transformer.distribution import sum_over_replicas
 
 
 def token_weights(labels, pad_id, sample_weight=None):

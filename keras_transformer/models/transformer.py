@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.checks import check_positive_int, check_rate, check_special_ids
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_block import EncoderBlock
@@ -12,7 +13,6 @@ from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.block_stack import apply_blocks
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.checks import check_positive_int, check_rate, check_special_ids
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -29,7 +29,10 @@ class Transformer(keras.Model):
 
     The model is a graph of the layers in `keras_transformer.layers`, so
     `summary()`, `plot_model()` and `.keras` saving see every block; it is
-    rebuilt from its constructor arguments (`get_config`).
+    rebuilt from its constructor arguments (`get_config`). The graph is
+    `encode` then `decode`, the same methods decoding calls, so each stage
+    (embedding, the block stacks, the logits) is written once;
+    `decode_step` runs the decoder one position at a time with a cache.
 
     Mask contract: token id `pad_id` (0) is padding. Padded source tokens are
     hidden from encoder self-attention and from encoder-decoder attention;

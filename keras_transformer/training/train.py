@@ -18,6 +18,7 @@ from typing import Literal
 
 import keras
 
+from keras_transformer.checks import check_non_negative, check_rate
 from keras_transformer.compilation_cache import enable_compilation_cache
 from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
@@ -34,7 +35,6 @@ from keras_transformer.training.checkpoints import (
     list_checkpoints,
 )
 from keras_transformer.translator import Translator
-from keras_transformer.checks import check_non_negative, check_rate
 
 # Section 6.1: beam size and alpha "were chosen after experimentation on the
 # development set". `alpha="auto"` does the same on the validation split.
