@@ -167,12 +167,28 @@ def test_mixed_bfloat16_gives_finite_float32_logits():
     (dict(vocabulary_size=0), "vocabulary_size=0"),
     (dict(dropout_rate=1.0), "dropout_rate=1.0"),
     (dict(dropout_rate=-0.1), "dropout_rate=-0.1"),
+    (dict(eos_id=8000), r"\[0, 8000\). Received: eos_id=8000"),
+    (dict(bos_id=0), "three different ids"),
+    (dict(pad_id=-1), "Received: pad_id=-1"),
 ])
 def test_bad_arguments(overrides, message):
     config = dict(PRESETS["tiny"]["config"], key_dim=None, value_dim=None)
     config.update(overrides)
     with pytest.raises(ValueError, match=message):
         Transformer(**config)
+
+
+def test_special_ids_are_carried_and_used_by_the_searches():
+    from keras_transformer.decoding import greedy_search
+
+    model = tiny(bos_id=5, eos_id=6)
+    assert Transformer.from_config(model.get_config()).eos_id == 6
+    source = np.array([[7, 8, 9]], "int32")
+    # The model's own ids are the searches' defaults.
+    default, _ = greedy_search(model, source, max_extra_length=3)
+    explicit, _ = greedy_search(model, source, max_extra_length=3, bos_id=5, eos_id=6)
+    np.testing.assert_array_equal(default, explicit)
+    assert 5 not in default  # bos is never generated
 
 
 def test_unknown_preset():

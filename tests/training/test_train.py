@@ -12,9 +12,12 @@ import sys
 import keras
 import numpy as np
 import pytest
+import sentencepiece
 
 from keras_transformer import cli
 from keras_transformer.data.corpora import numbers_and_dates
+from keras_transformer.data.tokenizer import detokenize
+from keras_transformer.models import Transformer
 from keras_transformer.training import TrainConfig, average_checkpoints, list_checkpoints, train
 from keras_transformer.training.train import (
     ALPHA_CANDIDATES,
@@ -151,6 +154,31 @@ def test_saved_translator_handles_bad_input(run):
         translator.translate("twelve")
 
 
+def test_translator_refuses_a_tokenizer_with_other_special_ids(run):
+    config, _, _ = run
+    translator = Translator.load(config.run_dir)
+    model = Transformer.from_config({**translator.model.get_config(), "bos_id": 3})
+    with pytest.raises(ValueError, match="bos_id=3 is '<unk>' in the tokenizer, not '<s>'"):
+        Translator(model, translator.tokenizer)
+
+
+def test_translate_ids_is_the_path_of_translate(run):
+    config, _, _ = run
+    translator = Translator.load(config.run_dir, beam_size=2)
+    sentences = ["twelve", "four hundred and six"]
+    ids = translator.encode(sentences)
+    assert all(row[-1] == translator.model.eos_id for row in ids)
+    tokens, scores = translator.translate_ids(translator._pad(ids))
+    assert tokens.shape[0] == scores.shape[0] == 2
+    outputs = [translator.until_eos(row) for row in tokens]
+    # One batched detokenization gives what SentencePiece gives row by row,
+    # and translate's strings.
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=translator.tokenizer.proto)
+    expected = [pieces.decode(row) for row in outputs]
+    assert detokenize(translator.tokenizer, outputs) == expected
+    assert translator.translate(sentences) == expected
+
+
 SENTENCES = ["twelve", "", "March 3, 1999", "four hundred and six", "☃"]
 
 
@@ -207,3 +235,28 @@ def test_train_command_takes_auto_or_a_number_for_alpha(capsys):
         cli.main(["train", "--alpha", "best"])
     assert stopped.value.code == 2
     assert "expected auto or a number; got 'best'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--jit-compile", "maybe"], "--jit-compile: expected auto or true or false; got 'maybe'"),
+    (["--long-pairs", "cut"], "--long-pairs: expected drop or truncate; got 'cut'"),
+    (["--dropout-rate", "high"], "--dropout-rate: expected a number; got 'high'"),
+    (["--epochs", "2.5"], "--epochs: expected an integer; got '2.5'"),
+])
+def test_train_flags_are_parsed_by_their_types(argv, message, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["train", *argv])
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_train_flags_give_typed_values(monkeypatch):
+    seen = {}
+    program = sys.modules["keras_transformer.training.train"]  # the module, not the function
+    monkeypatch.setattr(program, "train", lambda config: seen.setdefault("config", config))
+    cli.main(["train", "--jit-compile", "False", "--alpha", "0.8", "--dropout-rate", "0.2",
+              "--target-path", "t.de", "--resume"])
+    config = seen["config"]
+    assert config.jit_compile is False and config.alpha == 0.8 and config.resume is True
+    assert config.dropout_rate == 0.2 and config.target_path == "t.de"
+    assert config.long_pairs == "drop" and config.epochs == TrainConfig.epochs
