@@ -21,16 +21,17 @@ demo: install
 	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(PY) -m keras_transformer train
 
 # The whole suite once per backend, then the tests marked `once` (the
-# cross-backend checks and the notebooks); fails if any run fails, after
-# running them all.
+# cross-backend checks, the notebooks, the fuzz tests with their case
+# counts and times, the hostile-input table); fails if any run fails,
+# after running them all.
 test: install
 	@status=0; \
 	for backend in $(BACKENDS); do \
 		echo "=== KERAS_BACKEND=$$backend"; \
 		KERAS_BACKEND=$$backend $(PY) -m pytest -q -m "not once" || status=1; \
 	done; \
-	echo "=== once: cross-backend, notebooks"; \
-	$(PY) -m pytest -q -m once || status=1; \
+	echo "=== once: cross-backend, notebooks, fuzzing, hostile inputs"; \
+	$(PY) -m pytest -q -m once --hypothesis-show-statistics || status=1; \
 	exit $$status
 
 # One backend only, e.g. `make test-backend BACKEND=jax`.

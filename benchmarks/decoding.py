@@ -25,6 +25,7 @@ class UncachedDecoder:
         self.model = model
         self.pad_id, self.bos_id, self.eos_id = model.pad_id, model.bos_id, model.eos_id
         self.output_vocabulary_size = model.output_vocabulary_size
+        self.max_decoder_length = model.max_decoder_length
         self.variables = model.variables
 
     def encode(self, encoder_token_ids):

@@ -9,15 +9,29 @@
 
 import argparse
 import dataclasses
+import os
 import sys
 import types
 import typing
 
 
-def _value_parser(annotation):
+PROG = "keras-transformer"
+KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with errors as one line: `keras-transformer: error: ...`."""
+
+    def error(self, message):
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+def _value_parser(annotation, check=None):
     """A parser of flag values for a field of type `annotation`: `str`,
     `int`, `float`, `bool` ("true"/"false"), `Literal[...]` and unions of
-    them (`X | None` is `X`, its default None)."""
+    them (`X | None` is `X`, its default None); then `check(value)`, which
+    raises a `ValueError` for a value the type admits but the program
+    does not."""
     members = typing.get_args(annotation) if isinstance(
         annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union else (
         annotation,)
@@ -25,10 +39,11 @@ def _value_parser(annotation):
                 for value in typing.get_args(member)]
     kinds = [member for member in members
              if member is not type(None) and typing.get_origin(member) is not typing.Literal]
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-    allowed = " or ".join([str(value) for value in literals] + [names[k] for k in kinds])
+    choices = ("one of " + ", ".join(literals) if len(literals) > 2
+               else " or ".join(literals))
+    allowed = " or ".join(([choices] if literals else []) + [KINDS[k] for k in kinds])
 
-    def parse(text):
+    def convert(text):
         if text in literals:
             return text
         for kind in kinds:
@@ -40,6 +55,15 @@ def _value_parser(annotation):
                 except ValueError:
                     pass
         raise argparse.ArgumentTypeError(f"expected {allowed}; got {text!r}")
+
+    def parse(text):
+        value = convert(text)
+        if check is not None:
+            try:
+                check(value)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(str(error)) from None
+        return value
 
     return parse
 
@@ -54,7 +78,8 @@ def _add_train_arguments(parser):
         if annotation is bool:
             parser.add_argument(flag, action="store_true", help=f"(default: {field.default})")
         else:
-            parser.add_argument(flag, type=_value_parser(annotation), default=field.default,
+            parse = _value_parser(annotation, field.metadata.get("check"))
+            parser.add_argument(flag, type=parse, default=field.default,
                                 help=f"(default: {field.default})")
 
 
@@ -67,10 +92,30 @@ def _train(args):
         train(config)
     except KeyboardInterrupt:
         print(f"\nInterrupted. Checkpoints are in {config.run_dir}/checkpoints; "
-              f"continue with: keras-transformer train --run-dir {config.run_dir} "
+              f"continue with: {PROG} train --run-dir {config.run_dir} "
               "--resume (and the same options).", file=sys.stderr)
         return 130
     return 0
+
+
+def read_lines(stream):
+    """The lines of a binary stream as text, one at a time: bytes that are
+    not UTF-8 become U+FFFD (a bad line never costs its neighbours), and
+    the line ending, LF or CRLF, is dropped."""
+    for raw in stream:
+        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def batches(items, size):
+    """Lists of `size` consecutive items (the last may be shorter)."""
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _translate(args):
@@ -82,47 +127,87 @@ def _translate(args):
     overrides = {name: getattr(args, name) for name in ("beam_size", "alpha")
                  if getattr(args, name) is not None}
     translator = Translator.load(args.run_dir, batch_size=args.batch_size, **overrides)
-    stream = open(args.input, encoding="utf-8") if args.input else sys.stdin
+    stream = open(args.input, "rb") if args.input else sys.stdin.buffer
+    output = sys.stdout.buffer
     with stream:
-        lines = [line.rstrip("\n") for line in stream]
-    for translation in translator.translate(lines):
-        print(translation)
+        # A batch at a time, in order: constant memory, and the first lines
+        # appear while the rest are read.
+        for lines in batches(read_lines(stream), args.batch_size):
+            for translation in translator.translate(lines):
+                # Exactly one output line per input line, always.
+                output.write(" ".join(translation.splitlines()).encode("utf-8") + b"\n")
+            output.flush()
     return 0
 
 
 def _average(args):
     from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
 
+    if not os.path.isdir(args.checkpoint_dir):
+        raise FileNotFoundError(f"{args.checkpoint_dir}: no such checkpoint directory")
     paths = [p for _, p in list_checkpoints(args.checkpoint_dir)][-args.last:]
     if not paths:
-        print(f"No ckpt-*.keras checkpoints in {args.checkpoint_dir!r}", file=sys.stderr)
-        return 2
+        raise ValueError(f"no ckpt-*.keras checkpoints in {args.checkpoint_dir}")
     average_checkpoints(paths).save(args.output)
     print(f"averaged {len(paths)} checkpoints into {args.output}")
     return 0
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train a translator (the paper's recipe)")
+def _describe(error):
+    """A user's error as one line: the message, or for a file the path and
+    the system's reason."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return " ".join(str(error).split())
+
+
+def build_parser():
+    from keras_transformer.checks import check_non_negative, check_positive_int
+
+    def positive_int(name):
+        return _value_parser(int, lambda value: check_positive_int(name, value))
+
+    debug = Parser(add_help=False)
+    debug.add_argument("--debug", action="store_true",
+                       help="show the traceback of an error")
+    parser = Parser(prog=PROG, description=__doc__, parents=[debug],
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    train = commands.add_parser("train", parents=[debug],
+                                help="train a translator (the paper's recipe)")
     _add_train_arguments(train)
-    translate = commands.add_parser("translate", help="translate stdin or a file")
+    translate = commands.add_parser("translate", parents=[debug],
+                                    help="translate stdin or a file, a line at a time")
     translate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
     translate.add_argument("--input", help="a file of sentences (default: stdin)")
-    translate.add_argument("--beam-size", type=int,
+    translate.add_argument("--beam-size", type=positive_int("beam_size"),
                            help="(default: the run's, else 4)")
-    translate.add_argument("--alpha", type=float,
-                           help="(default: the run's, else 0.6)")
-    translate.add_argument("--batch-size", type=int, default=64)
-    average = commands.add_parser("average", help="average the last checkpoints")
+    translate.add_argument("--alpha", type=_value_parser(
+        float, lambda value: check_non_negative("alpha", value)),
+        help="(default: the run's, else 0.6)")
+    translate.add_argument("--batch-size", type=positive_int("batch_size"), default=64,
+                           help="lines read and decoded together (default: 64)")
+    average = commands.add_parser("average", parents=[debug],
+                                  help="average the last checkpoints")
     average.add_argument("checkpoint_dir")
-    average.add_argument("--last", type=int, default=5)
+    average.add_argument("--last", type=positive_int("last"), default=5)
     average.add_argument("-o", "--output", required=True)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    """Runs a command; a user's error (a bad value, a missing or damaged
+    file) prints one line and returns 2, with its traceback only under
+    `--debug`. Other exceptions are bugs and keep their traceback."""
+    args = build_parser().parse_args(argv)
     handler = {"train": _train, "translate": _translate, "average": _average}[args.command]
-    return handler(args)
+    try:
+        return handler(args)
+    except (ValueError, OSError) as error:
+        if args.debug:
+            raise
+        print(f"{PROG}: error: {_describe(error)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

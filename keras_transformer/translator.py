@@ -4,7 +4,6 @@ import json
 import os
 import warnings
 
-import keras
 import numpy as np
 
 from keras_transformer.data.tokenizer import (
@@ -14,7 +13,9 @@ from keras_transformer.data.tokenizer import (
     load_tokenizer,
     token_ids,
 )
+from keras_transformer.checks import check_non_negative, check_positive_int
 from keras_transformer.decoding import beam_search
+from keras_transformer.model_files import load_model_file
 
 MODEL_FILE = "model.keras"
 SETTINGS_FILE = "translator.json"  # the search settings, e.g. a tuned alpha
@@ -54,14 +55,18 @@ class Translator:
                  max_extra_length=50, batch_size=32, max_source_length=None,
                  length_multiple=8):
         check_tokenizer_ids(tokenizer, model.pad_id, model.bos_id, model.eos_id)
-        self.model = model
-        self.tokenizer = tokenizer
-        self.beam_size = beam_size
-        self.alpha = alpha
-        self.max_extra_length = max_extra_length
-        self.batch_size = batch_size
-        self.max_source_length = max_source_length or model.max_length
-        self.length_multiple = length_multiple
+        check_non_negative("alpha", alpha)
+        max_source_length = max_source_length or model.max_length
+        counts = {"beam_size": beam_size, "max_extra_length": max_extra_length,
+                  "batch_size": batch_size, "max_source_length": max_source_length,
+                  "length_multiple": length_multiple}
+        for name, value in counts.items():
+            check_positive_int(name, value)
+        self.model, self.tokenizer = model, tokenizer
+        # The search settings (saved by `save`), then the batching.
+        self.beam_size, self.alpha, self.max_extra_length = beam_size, alpha, max_extra_length
+        self.batch_size, self.length_multiple = batch_size, length_multiple
+        self.max_source_length = max_source_length
 
     def encode(self, sentences):
         """The source token ids the model sees: pieces + eos, truncated to
@@ -162,10 +167,12 @@ class Translator:
         """Loads what `save` wrote (or a training run directory), with the
         saved search settings unless `kwargs` (the constructor's) override
         them."""
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"{directory}: no such run directory")
         model_path = os.path.join(directory, MODEL_FILE)
         if not os.path.isfile(model_path):
             raise FileNotFoundError(f"No {MODEL_FILE} in {directory!r}")
-        model = keras.saving.load_model(model_path, compile=False)
+        model = load_model_file(model_path, compile=False)
         tokenizer = load_tokenizer(os.path.join(directory, TOKENIZER_FILE))
         settings_path = os.path.join(directory, SETTINGS_FILE)
         settings = {}

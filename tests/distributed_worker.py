@@ -34,6 +34,7 @@ from keras_transformer.metrics import MaskedAccuracy  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 from keras_transformer.optimizers import transformer_adam  # noqa: E402
 from keras_transformer.training import TrainConfig, train  # noqa: E402
+from keras_transformer.training.train import evaluate_bleu, load_splits  # noqa: E402
 from keras_transformer.translator import Translator  # noqa: E402
 
 STEPS = 4
@@ -81,10 +82,16 @@ def train_program(out_dir):
         for _ in range(400):
             words = [digits[i] for i in rng.integers(0, 10, 4)]
             f.write(" ".join(e for e, _ in words) + "\t" + " ".join(t for _, t in words) + "\n")
-    return train(TrainConfig(
+    config = TrainConfig(
         corpus=corpus, run_dir=os.path.join(out_dir, "run"), vocabulary_size=40,
         tokens_per_batch=256, max_length=16, epochs=1, max_minutes=0,
-        average_last=0, eval_sentences=4, beam_size=1, distribution="model:2"))
+        average_last=0, eval_sentences=4, beam_size=1, distribution="model:2")
+    results = train(config)
+    # The reported BLEU, recomputed from what the run saved.
+    translator = Translator.load(config.run_dir)
+    test = load_splits(config)[2][: config.eval_sentences]
+    results["saved_translator_bleu"] = evaluate_bleu(translator, test)["bleu"]
+    return results
 
 
 def main(out_dir):

@@ -10,6 +10,7 @@ from keras_transformer.decoding.search_utils import (
     NEG_INF,
     check_search_inputs,
     length_penalty,
+    output_length,
     output_limits,
     search_outputs,
     set_position,
@@ -64,7 +65,9 @@ def beam_search(model, encoder_token_ids, beam_size=4, alpha=0.6, num_return=1,
         `(tokens, scores)` as NumPy arrays (tensors inside a traced
         function), best first: int32 `(batch, num_return, src_len +
         max_extra_length)` (eos then padding after each end) and float32
-        `(batch, num_return)` penalised scores.
+        `(batch, num_return)` penalised scores. A model with learned
+        positions gets at most `model.max_length` output tokens: its
+        positional table has no row past them.
     """
     bos_id, eos_id = special_ids(model, bos_id, eos_id)
     check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
@@ -104,12 +107,12 @@ def beam_search_fn(model, encoder_token_ids, beam_size, alpha, num_return,
     bos_id, eos_id = special_ids(model, bos_id, eos_id)
     k = beam_size
     batch, src_len = ops.shape(encoder_token_ids)
-    max_steps = src_len + max_extra_length  # static per shape bucket
+    max_steps = output_length(model, src_len, max_extra_length)  # static per shape
     vocab = model.output_vocabulary_size
 
     # Every sentence is repeated k times: row b * k + j is beam j of b.
     limits = ops.repeat(
-        output_limits(encoder_token_ids, model.pad_id, max_extra_length), k
+        output_limits(encoder_token_ids, model.pad_id, max_extra_length, max_steps), k
     )  # (batch * k,)
     encoded, source_mask = model.encode(encoder_token_ids)
     encoded = ops.repeat(encoded, k, axis=0)  # (batch * k, src_len, d_model)

@@ -4,12 +4,8 @@ from keras import ops
 
 from keras_transformer.decoding.compiled_search import compiled_search
 from keras_transformer.decoding.search_utils import (
-    check_search_inputs,
-    output_limits,
-    search_outputs,
-    set_position,
-    special_ids,
-    step_log_probs,
+    check_search_inputs, output_length, output_limits, search_outputs, set_position,
+    special_ids, step_log_probs,
 )
 
 
@@ -35,8 +31,9 @@ def greedy_search(model, encoder_token_ids, max_extra_length=50, bos_id=None,
     Returns:
         `(tokens, scores)` as NumPy arrays (tensors inside a traced
         function): int32 `(batch, src_len + max_extra_length)` output tokens
-        (without bos; eos, then padding, after each sentence's end) and
-        float32 `(batch,)` summed token log-probabilities.
+        (without bos; eos, then padding, after each sentence's end; fewer
+        columns if that passes a learned positional table) and float32
+        `(batch,)` summed token log-probabilities.
     """
     bos_id, eos_id = special_ids(model, bos_id, eos_id)
     check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_id)
@@ -54,8 +51,8 @@ def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id=None,
     bos_id, eos_id = special_ids(model, bos_id, eos_id)
     pad_id = model.pad_id
     batch, src_len = ops.shape(encoder_token_ids)
-    max_steps = src_len + max_extra_length  # static per shape bucket
-    limits = output_limits(encoder_token_ids, pad_id, max_extra_length)  # (batch,)
+    max_steps = output_length(model, src_len, max_extra_length)  # static per shape
+    limits = output_limits(encoder_token_ids, pad_id, max_extra_length, max_steps)  # (batch,)
 
     encoded, source_mask = model.encode(encoder_token_ids)
     cache = model.init_cache(encoded, max_steps)

@@ -42,14 +42,25 @@ def step_log_probs(logits, step, limits, pad_id, bos_id, eos_id):
     return ops.where(ops.logical_or(never, forced), NEG_INF, log_probs)
 
 
-def output_limits(encoder_token_ids, pad_id, max_extra_length):
-    """The paper's maximum output length, input length + 50, per sentence.
+def output_length(model, src_len, max_extra_length):
+    """The length of the output buffer, static per input shape: `src_len +
+    max_extra_length`, but never past the decoder's learned positional
+    table (`model.max_decoder_length`), which has no row for a later
+    position; sinusoids extend to any length."""
+    length = src_len + max_extra_length
+    table = model.max_decoder_length
+    return length if table is None else min(length, table)
+
+
+def output_limits(encoder_token_ids, pad_id, max_extra_length, max_steps):
+    """The paper's maximum output length, input length + 50, per sentence,
+    within the `max_steps` of the buffer.
 
     Returns:
         int32 `(batch,)`.
     """
     lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, pad_id), "int32"), 1)
-    return lengths + max_extra_length
+    return ops.minimum(lengths + max_extra_length, max_steps)
 
 
 def set_position(sequences, position, tokens):

@@ -237,6 +237,12 @@ class Transformer(keras.Model):
         return super().__setattr__(name, value)
 
     @property
+    def max_decoder_length(self):
+        """The most decoder positions there are embeddings for: the learned
+        table's length, or None (sinusoids extend to any length)."""
+        return self.max_length if self.learned_positions else None
+
+    @property
     def output_vocabulary_size(self):
         """The number of logits per position."""
         return self.target_vocabulary_size or self.vocabulary_size

@@ -7,6 +7,8 @@ import re
 import keras
 import numpy as np
 
+from keras_transformer.model_files import check_model_file, load_model_file
+
 CHECKPOINT_PATTERN = "ckpt-{epoch:04d}.keras"
 
 
@@ -58,7 +60,7 @@ def average_checkpoints(paths):
     """
     if not paths:
         raise ValueError("No checkpoints to average.")
-    models = [keras.saving.load_model(p, compile=False) for p in paths]
+    models = [load_model_file(p, compile=False) for p in paths]
     configs = {str(m.get_config()) for m in models}
     if len(configs) != 1:
         raise ValueError(f"Checkpoints of different models cannot be averaged: {paths}")
@@ -66,3 +68,30 @@ def average_checkpoints(paths):
     weights = [np.mean(stack, axis=0) for stack in zip(*(m.get_weights() for m in models))]
     averaged.set_weights(weights)
     return averaged
+
+
+def newest_good_checkpoint(directory):
+    """`(epoch, path)` of the newest checkpoint in `directory`, or None if
+    there are none. Raises a `ValueError` if the newest is damaged, naming
+    it and the newest good one, so that nothing resumes from the wrong
+    place silently."""
+    checkpoints = list_checkpoints(directory)
+    if not checkpoints:
+        return None
+    newest = checkpoints[-1][1]
+    try:
+        check_model_file(newest)
+    except ValueError as error:
+        good = [path for _, path in checkpoints[:-1] if _is_good(path)]
+        previous = (f"the previous good one is {good[-1]}: remove {newest} to "
+                    "resume from it" if good else "no earlier checkpoint is good")
+        raise ValueError(f"cannot resume: {error}; {previous}") from None
+    return checkpoints[-1]
+
+
+def _is_good(path):
+    try:
+        check_model_file(path)
+    except ValueError:
+        return False
+    return True

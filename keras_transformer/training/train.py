@@ -24,15 +24,17 @@ from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
 from keras_transformer.data.readers import read_corpus
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
-from keras_transformer.distribution import Parallelism
+from keras_transformer.distribution import Parallelism, parse_distribution
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.model_files import load_model_file
 from keras_transformer.models import PRESETS, Transformer
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.training.checkpoints import (
     AtomicCheckpoint,
     average_checkpoints,
     list_checkpoints,
+    newest_good_checkpoint,
 )
 from keras_transformer.translator import Translator
 
@@ -54,7 +56,7 @@ class TrainConfig:
     source_language: str = "en"
     target_language: str = "fr"
     run_dir: str = "runs/bible_en_fr"
-    preset: str = "mini"  # the best BLEU in 10 minutes of the CPU presets
+    preset: Literal[tuple(PRESETS)] = "mini"  # the best in 10 minutes of the CPU presets
     vocabulary_size: int = 2000  # shared BPE; 8000 was slower and no better
     # The paper's 25,000 scaled to a CPU: twice the steps of 4,096 learn faster.
     tokens_per_batch: int = 2048
@@ -65,7 +67,7 @@ class TrainConfig:
     warmup_steps: int = 200  # 4000 in the paper, for 100K steps
     # Caps the paper's formula, which peaks where small models stall; 0 = no cap.
     peak_learning_rate: float = 4e-3
-    label_smoothing: float = 0.1
+    label_smoothing: float | None = None  # None = the preset's epsilon_ls (0.1; D3 0, D4 0.2)
     dropout_rate: float | None = None  # None = the preset's
     keep_checkpoints: int = 5
     # The paper averages the last 5 checkpoints of a converged model; a
@@ -84,7 +86,8 @@ class TrainConfig:
     jit_compile: Literal["auto"] | bool = "auto"
     # "none", "data" or "model:K" (keras_transformer.distribution); the
     # token budget is global, split over the data-parallel replicas.
-    distribution: str = "none"
+    distribution: str = dataclasses.field(
+        default="none", metadata={"check": parse_distribution})
     seed: int = 0
 
 
@@ -143,6 +146,14 @@ def resolve_jit_compile(setting):
     )
 
 
+def label_smoothing(config):
+    """`config.label_smoothing`, else the preset's `epsilon_ls` (Table 3's
+    rows D3 and D4 vary it)."""
+    if config.label_smoothing is not None:
+        return config.label_smoothing
+    return PRESETS[config.preset]["epsilon_ls"]
+
+
 def build_model(config, vocabulary_size, jit_compile):
     overrides = {"vocabulary_size": vocabulary_size, "max_length": max(
         config.max_length, PRESETS[config.preset]["config"]["max_length"])}
@@ -154,7 +165,7 @@ def build_model(config, vocabulary_size, jit_compile):
                                    peak=config.peak_learning_rate or None,
                                    use_ema=config.ema_momentum > 0,
                                    ema_momentum=config.ema_momentum),
-        loss=LabelSmoothedCrossEntropy(epsilon=config.label_smoothing),
+        loss=LabelSmoothedCrossEntropy(epsilon=label_smoothing(config)),
         metrics=[MaskedAccuracy()],
         jit_compile=jit_compile,
     )
@@ -193,12 +204,13 @@ def train(config):
     cache_dir = enable_compilation_cache()
     if cache_dir:
         print(f"compiled XLA programs are cached in {cache_dir}")
-    os.makedirs(config.run_dir, exist_ok=True)
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
-    checkpoints = list_checkpoints(checkpoint_dir) if config.resume else []
+    newest = newest_good_checkpoint(checkpoint_dir) if config.resume else None
+    checkpoints = [newest] if newest else []
     train_pairs, valid_pairs, test_pairs = load_splits(config)
     print(f"corpus: {len(train_pairs)} train, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")
+    os.makedirs(config.run_dir, exist_ok=True)  # once the input is known good
     tokenizer = _tokenizer(config, train_pairs, resuming=bool(checkpoints))
 
     # XLA compiles every new shape: give it one per length bucket.
@@ -248,12 +260,18 @@ def check_config(config):
     """Fails on a bad setting before any work (on --resume too); returns
     `(parallelism, jit_compile)`. A bad distribution spec, or a preset that
     does not split over the devices, fails here."""
+    if config.preset not in PRESETS:
+        raise ValueError(
+            f"Unknown preset {config.preset!r}. Available presets: {', '.join(PRESETS)}"
+        )
     parallelism = Parallelism(config.distribution)
     preset = PRESETS[config.preset]["config"]
     parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
     jit_compile = resolve_jit_compile(config.jit_compile)
     check_non_negative("alpha", config.alpha, also="auto")
     check_rate("ema_momentum", config.ema_momentum)
+    if config.label_smoothing is not None:
+        check_rate("label_smoothing", config.label_smoothing)
     return parallelism, jit_compile
 
 
@@ -297,7 +315,7 @@ def _fit(config, checkpoints, vocabulary_size, train_data, valid_data, paralleli
     with parallelism.scope():
         if checkpoints:
             initial_epoch, path = checkpoints[-1]
-            model = keras.saving.load_model(path)
+            model = load_model_file(path)
             model.jit_compile = jit_compile  # this run's backend, not the saver's
             print(f"resuming from {path} (epoch {initial_epoch}, step "
                   f"{int(model.optimizer.iterations)})")

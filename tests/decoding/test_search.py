@@ -192,3 +192,23 @@ def test_bad_search_inputs_fail_before_compiling(search, ids, kwargs, message):
     with pytest.raises(ValueError, match=message):
         search(model, ids, **kwargs)
     assert not model_searches(model)
+
+
+@pytest.mark.parametrize("search", [greedy_search, beam_search])
+def test_learned_positions_bound_the_output_in_the_compiled_search(search):
+    keras.utils.set_random_seed(0)
+    model = kt.Transformer.from_preset(
+        "tiny", vocabulary_size=20, num_layers=1, learned_positions=True, max_length=6
+    )
+    # 5 + 50 positions would run past the 6 learned ones: the buffer stops
+    # there, and every output still ends in eos within it.
+    tokens, _ = search(model, SOURCES, max_extra_length=50)
+    rows = tokens if tokens.ndim == 2 else tokens[:, 0]
+    assert rows.shape == (3, 6)
+    for row in rows:
+        assert EOS in row.tolist()
+    assert model_searches(model)  # it ran as a compiled search
+    # Sinusoids extend: the same model with them decodes 5 + 50 tokens.
+    sinusoids = kt.Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1, max_length=6)
+    tokens, _ = search(sinusoids, SOURCES, max_extra_length=50)
+    assert tokens.shape[-1] == 55

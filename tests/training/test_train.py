@@ -24,6 +24,7 @@ from keras_transformer.training.train import (
     ALPHA_SENTENCES,
     build_model,
     evaluate_bleu,
+    label_smoothing,
     load_splits,
 )
 from keras_transformer.translator import Translator
@@ -195,7 +196,8 @@ def test_translate_command_reads_a_file_and_stdin(run, tmp_path, monkeypatch, ca
     )
     assert result.stdout.split("\n") == expected + [""]
     # The same command in this process, on stdin.
-    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(SENTENCES) + "\n"))
+    stdin = ("\n".join(SENTENCES) + "\n").encode("utf-8")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
     assert cli.main(["translate", config.run_dir]) == 0
     assert capsys.readouterr().out.split("\n") == expected + [""]
 
@@ -260,3 +262,16 @@ def test_train_flags_give_typed_values(monkeypatch):
     assert config.jit_compile is False and config.alpha == 0.8 and config.resume is True
     assert config.dropout_rate == 0.2 and config.target_path == "t.de"
     assert config.long_pairs == "drop" and config.epochs == TrainConfig.epochs
+
+
+@pytest.mark.parametrize("preset, flag, expected", [
+    ("D3", None, 0.0), ("D4", None, 0.2), ("base", None, 0.1), ("mini", None, 0.1),
+    ("D4", 0.05, 0.05), ("D3", 0.1, 0.1),  # the flag wins
+])
+def test_label_smoothing_is_the_presets_unless_given(preset, flag, expected):
+    assert label_smoothing(TrainConfig(preset=preset, label_smoothing=flag)) == expected
+
+
+def test_table3_row_d4_trains_with_its_label_smoothing():
+    model = build_model(TrainConfig(preset="D4"), vocabulary_size=64, jit_compile=False)
+    assert model.loss.epsilon == 0.2
