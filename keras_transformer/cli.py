@@ -122,14 +122,14 @@ def _translate(args):
     from keras_transformer.compilation_cache import enable_compilation_cache
     from keras_transformer.translator import Translator
 
+    stream = open(args.input, "rb") if args.input else sys.stdin.buffer  # fails first
     enable_compilation_cache()  # the beam search's programs, from an earlier run
     # The run directory's saved settings (a tuned alpha), unless given here.
     overrides = {name: getattr(args, name) for name in ("beam_size", "alpha")
                  if getattr(args, name) is not None}
-    translator = Translator.load(args.run_dir, batch_size=args.batch_size, **overrides)
-    stream = open(args.input, "rb") if args.input else sys.stdin.buffer
     output = sys.stdout.buffer
     with stream:
+        translator = Translator.load(args.run_dir, batch_size=args.batch_size, **overrides)
         # A batch at a time, in order: constant memory, and the first lines
         # appear while the rest are read.
         for lines in batches(read_lines(stream), args.batch_size):

@@ -74,6 +74,7 @@ CASES = [
     ("NUL, control and right-to-left characters, emoji",
      ["translate", "run"], "a\x00b\x07\n\u05e9\u05dc\u05d5\u05dd\n\U0001f600\u0301\n".encode()),
     ("a missing run directory", ["translate", "nowhere"], b""),
+    ("a missing input file", ["translate", "run", "--input", "missing.txt"], None),
     ("`--beam-size 0`", ["translate", "run", "--beam-size", "0"], b""),
     ("`--alpha -1`", ["translate", "run", "--alpha", "-1"], b""),
     ("a truncated model.keras", ["translate", "truncated"], b"twelve\n"),
