@@ -1,6 +1,6 @@
 """The input pipeline: `fit` fed by the tf.data pipeline against the same
 batches held in memory, and the padding efficiency of length bucketing
-against fixed-length padding, on the embedded Bible corpus.
+against fixed-length padding, on the shipped Bible corpus.
 """
 
 import os

@@ -1,6 +1,6 @@
 """The command line: `keras-transformer train | translate | average`.
 
-    keras-transformer train                       # the embedded EN-FR corpus
+    keras-transformer train                       # the shipped EN-FR corpus
     keras-transformer train --corpus my.tsv.gz --run-dir runs/mine
     keras-transformer train --run-dir runs/mine --resume
     echo "Hello." | keras-transformer translate runs/mine

@@ -4,7 +4,7 @@ Sentence pairs are tokenized with the shared SentencePiece vocabulary, given
 bos/eos, and batched by approximate length with a token budget per batch
 (the paper's ~25,000 source + 25,000 target tokens, scaled to the machine).
 Each side of a batch is padded up to a bucket boundary, so the model sees a
-bounded set of shapes (about 65 buckets on the embedded corpus). With
+bounded set of shapes (about 65 buckets on the shipped corpus). With
 `static_shapes=True` both sides and the batch dimension are padded to the
 bucket's size, so there is exactly one shape per bucket: what XLA
 (TensorFlow, JAX) wants, as it compiles every new shape.

