@@ -3,8 +3,10 @@ status 2 for every error a user can cause, never a traceback, never a lost
 line of output, nothing changed by a refused command. The table of cases
 lives in docs/RESULTS.md and this module keeps it current."""
 
+import dataclasses
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -18,6 +20,7 @@ from keras_transformer import cli
 from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.tokenizer import load_tokenizer, train_tokenizer
 from keras_transformer.models import Transformer
+from keras_transformer.training import TrainConfig
 from keras_transformer.translator import Translator
 
 RESULTS = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "RESULTS.md")
@@ -42,6 +45,13 @@ def workspace(tmp_path_factory):
     os.makedirs(root / "resume" / "checkpoints")
     shutil.copy(model_file, root / "resume" / "checkpoints" / "ckpt-0001.keras")
     _truncate(model_file, root / "resume" / "checkpoints" / "ckpt-0002.keras")
+    # A run to resume with other settings, and one whose tokenizer is gone.
+    for name in ("changed", "no_tokenizer"):
+        shutil.copytree(root / "resume", root / name)
+        shutil.copy(model_file, root / name / "checkpoints" / "ckpt-0002.keras")
+        with open(root / name / "train_config.json", "w") as f:
+            json.dump(dataclasses.asdict(TrainConfig(corpus="numbers", run_dir=name)), f)
+    shutil.copy(root / "run" / "tokenizer.model", root / "changed" / "tokenizer.model")
     os.makedirs(root / "empty")
     (root / "random.tsv").write_bytes(bytes(range(256)) * 64)
     return root
@@ -87,6 +97,11 @@ CASES = [
     ("a corpus of random bytes", ["train", "--corpus", "random.tsv", "--run-dir", "new"], None),
     ("`--resume` whose newest checkpoint is truncated",
      ["train", "--corpus", "numbers", "--run-dir", "resume", "--resume"], None),
+    ("`--resume` with another `--preset` than the run's",
+     ["train", "--corpus", "numbers", "--run-dir", "changed", "--resume", "--preset", "tiny"],
+     None),
+    ("`--resume` of a run whose tokenizer.model is gone",
+     ["train", "--corpus", "numbers", "--run-dir", "no_tokenizer", "--resume"], None),
     ("`average --last 0`", ["average", "resume/checkpoints", "--last", "0", "-o", "a.keras"],
      None),
     ("`average` of a missing directory", ["average", "nowhere", "-o", "a.keras"], None),

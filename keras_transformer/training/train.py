@@ -207,10 +207,15 @@ def train(config):
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     newest = newest_good_checkpoint(checkpoint_dir) if config.resume else None
     checkpoints = [newest] if newest else []
+    if checkpoints:
+        check_resume(config)
     train_pairs, valid_pairs, test_pairs = load_splits(config)
     print(f"corpus: {len(train_pairs)} train, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")
     os.makedirs(config.run_dir, exist_ok=True)  # once the input is known good
+    if not checkpoints:
+        with open(os.path.join(config.run_dir, RUN_CONFIG_FILE), "w") as f:
+            json.dump(dataclasses.asdict(config), f, indent=2)
     tokenizer = _tokenizer(config, train_pairs, resuming=bool(checkpoints))
 
     # XLA compiles every new shape: give it one per length bucket.
@@ -254,6 +259,40 @@ def train(config):
     for source, hypothesis, reference in scores["samples"]:
         print(f"  source:     {source}\n  translated: {hypothesis}\n  reference:  {reference}")
     return results
+
+
+# What a resumed run must share with the run it continues: its data, its
+# vocabulary and model, and the settings the checkpoints already hold.
+RUN_CONFIG_FILE = "train_config.json"
+RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "preset",
+                 "vocabulary_size", "max_length", "long_pairs", "dropout_rate",
+                 "label_smoothing", "warmup_steps", "peak_learning_rate", "ema_momentum")
+
+
+def check_resume(config):
+    """Refuses (a `ValueError`, before any work) to resume a run whose
+    tokenizer is gone, since the checkpoints read its ids, or with settings
+    that differ from the run's saved ones in `RESUME_FIELDS`, which a
+    resumed run would otherwise ignore or apply to the wrong model."""
+    tokenizer = os.path.join(config.run_dir, TOKENIZER_FILE)
+    if not os.path.isfile(tokenizer):
+        raise ValueError(
+            f"cannot resume: {tokenizer} is missing, and the checkpoints were "
+            "trained on its token ids; restore it, or start a new run"
+        )
+    saved_path = os.path.join(config.run_dir, RUN_CONFIG_FILE)
+    if not os.path.isfile(saved_path):  # a run from before the file existed
+        return
+    with open(saved_path) as f:
+        saved = json.load(f)
+    changed = [f"--{name.replace('_', '-')} {getattr(config, name)!r} (the run's: "
+               f"{saved[name]!r})" for name in RESUME_FIELDS
+               if name in saved and saved[name] != getattr(config, name)]
+    if changed:
+        raise ValueError(
+            f"cannot resume {config.run_dir} with other settings: {'; '.join(changed)}. "
+            "Resume with the run's settings, or start a new run"
+        )
 
 
 def check_config(config):

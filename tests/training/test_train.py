@@ -2,10 +2,12 @@
 resume, averaging, the saved translator."""
 
 import csv
+import dataclasses
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -275,3 +277,18 @@ def test_label_smoothing_is_the_presets_unless_given(preset, flag, expected):
 def test_table3_row_d4_trains_with_its_label_smoothing():
     model = build_model(TrainConfig(preset="D4"), vocabulary_size=64, jit_compile=False)
     assert model.loss.epsilon == 0.2
+
+
+def test_resume_refuses_other_settings_or_a_missing_tokenizer(run, tmp_path):
+    config, _, _ = run
+    copy = tmp_path / "run"
+    shutil.copytree(config.run_dir, copy)
+    before = sorted(p.name for p in copy.rglob("*"))
+    changed = dataclasses.replace(config, run_dir=str(copy), preset="mini", vocabulary_size=400)
+    with pytest.raises(ValueError, match=r"--preset 'mini' \(the run's: 'tiny'\); "
+                                         r"--vocabulary-size 400 \(the run's: 300\)"):
+        train(changed)
+    os.remove(copy / "tokenizer.model")
+    with pytest.raises(ValueError, match="tokenizer.model is missing"):
+        train(dataclasses.replace(config, run_dir=str(copy)))
+    assert sorted(p.name for p in copy.rglob("*")) == [n for n in before if n != "tokenizer.model"]
