@@ -87,3 +87,10 @@ PRESETS = {
                 num_layers=6, d_model=1024, num_heads=16, d_ff=4096,
                 key_dim=64, value_dim=64, dropout_rate=0.3),
 }
+
+
+def get_preset(name):
+    """`PRESETS[name]`, or a `ValueError` that lists the presets there are."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}. Available presets: {', '.join(PRESETS)}")
+    return PRESETS[name]

@@ -11,7 +11,7 @@ from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.block_stack import apply_blocks
-from keras_transformer.models.presets import PRESETS
+from keras_transformer.models.presets import get_preset
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -394,12 +394,7 @@ class Transformer(keras.Model):
             **overrides: constructor arguments that replace the preset's,
                 e.g. `vocabulary_size=8000`.
         """
-        if name not in PRESETS:
-            raise ValueError(
-                f"Unknown preset {name!r}. Available presets: "
-                f"{', '.join(PRESETS)}"
-            )
-        config = dict(PRESETS[name]["config"])
+        config = dict(get_preset(name)["config"])
         config.update(overrides)
         return cls(**config)
 

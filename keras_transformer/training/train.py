@@ -29,6 +29,7 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.model_files import load_model_file
 from keras_transformer.models import PRESETS, Transformer
+from keras_transformer.models.presets import get_preset
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.training.checkpoints import (
     AtomicCheckpoint,
@@ -205,18 +206,18 @@ def train(config):
     if cache_dir:
         print(f"compiled XLA programs are cached in {cache_dir}")
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
-    newest = newest_good_checkpoint(checkpoint_dir) if config.resume else None
-    checkpoints = [newest] if newest else []
-    if checkpoints:
+    # (epoch, path) of the checkpoint to continue from, or None.
+    resume_from = newest_good_checkpoint(checkpoint_dir) if config.resume else None
+    if resume_from:
         check_resume(config)
     train_pairs, valid_pairs, test_pairs = load_splits(config)
     print(f"corpus: {len(train_pairs)} train, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")
     os.makedirs(config.run_dir, exist_ok=True)  # once the input is known good
-    if not checkpoints:
+    if not resume_from:
         with open(os.path.join(config.run_dir, RUN_CONFIG_FILE), "w") as f:
             json.dump(dataclasses.asdict(config), f, indent=2)
-    tokenizer = _tokenizer(config, train_pairs, resuming=bool(checkpoints))
+    tokenizer = _tokenizer(config, train_pairs, resuming=bool(resume_from))
 
     # XLA compiles every new shape: give it one per length bucket.
     static_shapes = jit_compile is True and keras.backend.backend() != "torch"
@@ -228,7 +229,7 @@ def train(config):
           f"tokens / batch slots): {efficiency:.1%}")
 
     start = time.monotonic()
-    model = _fit(config, checkpoints, int(tokenizer.vocabulary_size()), train_data,
+    model = _fit(config, resume_from, int(tokenizer.vocabulary_size()), train_data,
                  valid_data, parallelism, jit_compile)
     minutes = (time.monotonic() - start) / 60.0
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
@@ -299,12 +300,8 @@ def check_config(config):
     """Fails on a bad setting before any work (on --resume too); returns
     `(parallelism, jit_compile)`. A bad distribution spec, or a preset that
     does not split over the devices, fails here."""
-    if config.preset not in PRESETS:
-        raise ValueError(
-            f"Unknown preset {config.preset!r}. Available presets: {', '.join(PRESETS)}"
-        )
+    preset = get_preset(config.preset)["config"]
     parallelism = Parallelism(config.distribution)
-    preset = PRESETS[config.preset]["config"]
     parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
     jit_compile = resolve_jit_compile(config.jit_compile)
     check_non_negative("alpha", config.alpha, also="auto")
@@ -315,10 +312,10 @@ def check_config(config):
 
 
 def _tokenizer(config, train_pairs, resuming):
-    """The run's tokenizer when resuming, else one trained on both sides of
-    the training split."""
+    """The run's tokenizer when resuming (`check_resume` made sure it is
+    there), else one trained on both sides of the training split."""
     path = os.path.join(config.run_dir, TOKENIZER_FILE)
-    if resuming and os.path.isfile(path):
+    if resuming:
         return load_tokenizer(path)
     return train_tokenizer([side for pair in train_pairs for side in pair],
                            config.vocabulary_size, path)
@@ -339,7 +336,7 @@ def _dataset(config, pairs, tokenizer, shuffle, static_shapes, parallelism):
     return data.apply(tf.data.experimental.assert_cardinality(stats["batches"])), stats
 
 
-def _fit(config, checkpoints, vocabulary_size, train_data, valid_data, parallelism,
+def _fit(config, resume_from, vocabulary_size, train_data, valid_data, parallelism,
          jit_compile):
     """Builds the model, or loads the newest checkpoint, and trains it with
     checkpoints, logs and the time budget; returns the model."""
@@ -348,12 +345,12 @@ def _fit(config, checkpoints, vocabulary_size, train_data, valid_data, paralleli
         AtomicCheckpoint(checkpoint_dir, keep=max(config.keep_checkpoints, config.average_last)),
         keras.callbacks.TensorBoard(os.path.join(config.run_dir, "logs")),
         keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
-                                  append=bool(checkpoints)),
+                                  append=bool(resume_from)),
         TimeBudget(config.max_minutes),
     ]
     with parallelism.scope():
-        if checkpoints:
-            initial_epoch, path = checkpoints[-1]
+        if resume_from:
+            initial_epoch, path = resume_from
             model = load_model_file(path)
             model.jit_compile = jit_compile  # this run's backend, not the saver's
             print(f"resuming from {path} (epoch {initial_epoch}, step "
