@@ -30,7 +30,6 @@ def check_rate(name, value):
         raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
 
 
-
 def check_special_ids(pad_id, bos_id, eos_id, vocabulary_size):
     """Three different ids in `[0, vocabulary_size)`."""
     ids = {"pad_id": pad_id, "bos_id": bos_id, "eos_id": eos_id}

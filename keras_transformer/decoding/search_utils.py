@@ -107,7 +107,8 @@ def check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_
             f"`bos_id` and `eos_id` must differ. Received: bos_id={bos_id!r}, "
             f"eos_id={eos_id!r}"
         )
-    if is_traced(encoder_token_ids):  # only the shape and dtype are known
+    traced = is_traced(encoder_token_ids)  # then only the shape and dtype are known
+    if traced:
         ids = encoder_token_ids
         shape, dtype = tuple(ids.shape), keras.backend.standardize_dtype(ids.dtype)
     else:
@@ -118,7 +119,7 @@ def check_search_inputs(model, encoder_token_ids, max_extra_length, bos_id, eos_
             "`encoder_token_ids` must be an integer array of shape (batch, "
             f"src_len). Received: shape={shape}, dtype={dtype}"
         )
-    if is_traced(ids):
+    if traced:
         return
     outside = ids[(ids < 0) | (ids >= model.vocabulary_size)]
     if outside.size:

@@ -82,8 +82,9 @@ def newest_good_checkpoint(directory):
     try:
         check_model_file(newest)
     except ValueError as error:
-        good = [path for _, path in checkpoints[:-1] if _is_good(path)]
-        previous = (f"the previous good one is {good[-1]}: remove {newest} to "
+        # Newest first, checksumming no more files than needed.
+        good = next((path for _, path in reversed(checkpoints[:-1]) if _is_good(path)), None)
+        previous = (f"the previous good one is {good}: remove {newest} to "
                     "resume from it" if good else "no earlier checkpoint is good")
         raise ValueError(f"cannot resume: {error}; {previous}") from None
     return checkpoints[-1]
