@@ -8,7 +8,14 @@ schedule, loss and metric, so `.keras` files load with no `custom_objects`.
 from keras_transformer import layers, losses, metrics, optimizers, schedules
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.models import PRESETS, Transformer
+from keras_transformer.models import (
+    PRESETS,
+    BidirectionalEncoder,
+    CausalLM,
+    MaskedLM,
+    SequenceClassifier,
+    Transformer,
+)
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.schedules import WarmupSchedule
 from keras_transformer.translator import Translator

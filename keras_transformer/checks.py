@@ -54,3 +54,14 @@ def check_attention_sizes(num_heads, key_dim, value_dim=None):
     check_positive_int("key_dim", key_dim)
     if value_dim is not None:
         check_positive_int("value_dim", value_dim)
+
+
+def head_width(d_model, num_heads):
+    """`d_k = d_model / h`, which must be a whole number."""
+    if d_model % num_heads:
+        raise ValueError(
+            "`d_model` must be divisible by `num_heads` (so that "
+            "d_k = d_model / h), or pass `key_dim` explicitly. "
+            f"Received: d_model={d_model}, num_heads={num_heads}"
+        )
+    return d_model // num_heads

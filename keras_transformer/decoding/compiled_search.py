@@ -5,7 +5,8 @@ loop). This module is the one place that knows the backends, because each
 compiles differently:
 
 - JAX: `jax.jit`, with the model's variables passed in as arguments
-  (`keras.StatelessScope`) so the weights are not baked into the program.
+  (`keras.StatelessScope`) so the weights are not baked into the program;
+  so is the random state of a sampler, whose new value comes back out.
 - TensorFlow: `tf.function(jit_compile=True)`, i.e. XLA.
 - PyTorch: no tracing compiler is used (the loop's length is data
   dependent); the loop runs eagerly under `torch.no_grad()`, so no autograd
@@ -27,14 +28,16 @@ class CompiledSearch:
     backend.
 
     Args:
-        model: the `Transformer` whose variables `fn` reads.
+        model: the model whose variables `fn` reads.
         fn: a function written with `keras.ops` of one int tensor
-            `(batch, src_len)` and any number of float32 scalar tensors.
+            `(batch, len)` and any number of float32 scalar tensors.
+        state: variables `fn` updates (a sampler's seed state).
     """
 
-    def __init__(self, model, fn):
+    def __init__(self, model, fn, state=()):
         self.model = model
         self.fn = fn
+        self.state = list(state)
         self.trace_count = 0
         self._compiled = self._compile()
 
@@ -47,14 +50,23 @@ class CompiledSearch:
         if backend == "jax":
             import jax
 
-            variables = self.model.variables
+            variables = self.model.variables + self.state
 
             def stateless(values, *args):
-                with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                    return self._traced(*args)
+                mapping = list(zip(variables, values))
+                with keras.StatelessScope(state_mapping=mapping) as scope:
+                    outputs = self._traced(*args)
+                return outputs, [scope.get_current_value(v) for v in self.state]
 
             jitted = jax.jit(stateless)
-            return lambda *args: jitted([v.value for v in variables], *args)
+
+            def run(*args):
+                outputs, state = jitted([v.value for v in variables], *args)
+                for variable, value in zip(self.state, state):
+                    variable.assign(value)
+                return outputs
+
+            return run
         if backend == "tensorflow":
             import tensorflow as tf
 
@@ -75,9 +87,10 @@ class CompiledSearch:
         return self._compiled(ids, *floats)
 
 
-def compiled_search(model, key, fn):
-    """The `CompiledSearch` of `fn` for `model` and the static arguments
-    `key`, created once and reused (so its programs are reused too).
+def compiled_search(model, key, fn, state=()):
+    """The `CompiledSearch` of `fn` (and its `state`) for `model` and the
+    static arguments `key`, created once and reused (so its programs are
+    reused too).
 
     The searches are kept on the model (`model_searches`), so they live
     and die with it: no global table keeps a model alive or hands its
@@ -86,7 +99,7 @@ def compiled_search(model, key, fn):
     searches = model_searches(model)
     key = tuple(key)
     if key not in searches:
-        searches[key] = CompiledSearch(model, fn)
+        searches[key] = CompiledSearch(model, fn, state)
     return searches[key]
 
 

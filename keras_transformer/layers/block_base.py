@@ -23,6 +23,7 @@ class BlockBase(keras.layers.Layer):
         norm_first=False,
         layer_norm_epsilon=1e-6,
         attention_dropout=0.0,
+        activation="relu",
         **kwargs,
     ):
         check_attention_sizes(num_heads, key_dim, value_dim)
@@ -32,6 +33,7 @@ class BlockBase(keras.layers.Layer):
         super().__init__(**kwargs)
         # The sub-layers' sizes (section 3.2-3.3).
         self.d_ff = d_ff
+        self.activation = activation
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim
@@ -111,7 +113,10 @@ class BlockBase(keras.layers.Layer):
         return norm
 
     def _feed_forward(self, shape):
-        feed_forward = FeedForward(self.d_ff, name="feed_forward", dtype=self.dtype_policy)
+        feed_forward = FeedForward(
+            self.d_ff, activation=self.activation, name="feed_forward",
+            dtype=self.dtype_policy,
+        )
         feed_forward.build(shape)
         return feed_forward
 
@@ -123,6 +128,9 @@ class BlockBase(keras.layers.Layer):
         config.update(
             {
                 "d_ff": self.d_ff,
+                "activation": keras.activations.serialize(
+                    keras.activations.get(self.activation)
+                ),
                 "num_heads": self.num_heads,
                 "key_dim": self.key_dim,
                 "value_dim": self.value_dim,

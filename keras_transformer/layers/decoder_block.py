@@ -35,6 +35,8 @@ class DecoderBlock(BlockBase):
         norm_first: bool, pre-norm instead of the paper's post-norm.
         layer_norm_epsilon: float, added to the LayerNorm variance.
         attention_dropout: float in `[0, 1)`, dropout on attention weights.
+        activation: the feed-forward activation, "relu" (paper), "gelu"
+            or `gelu_approximate`.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:

@@ -18,6 +18,12 @@ class EncoderBlock(BlockBase):
     Mask contract: `padding_mask` bool `(batch, seq)`, True = real token;
     padded keys are never attended to.
 
+    A stack of these with `use_causal_mask=True` is a decoder without
+    cross-attention (GPT's block). It then decodes incrementally as
+    `DecoderBlock` does: given `self_attention_cache=(k, v)` (each
+    `(batch, heads, max_len, head_dim)`) and `cache_index` (where the new
+    tokens go), it also returns the updated cache.
+
     Args:
         num_heads: int, `h`.
         key_dim: int, `d_k`.
@@ -28,17 +34,22 @@ class EncoderBlock(BlockBase):
         layer_norm_epsilon: float, added to the LayerNorm variance.
         attention_dropout: float in `[0, 1)`, dropout on the attention
             weights (0 in the paper).
+        activation: the feed-forward activation, "relu" (paper), "gelu"
+            or `gelu_approximate`.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
         encoder_sequence: `(batch, seq, d_model)`.
         padding_mask: bool `(batch, seq)` or None.
+        use_causal_mask: bool, position `i` sees only positions `<= i`.
+        self_attention_cache, cache_index: see incremental decoding above.
         return_attention_scores: bool, also return the self-attention
             weights `(batch, heads, seq, seq)`.
         training: bool.
 
     Returns:
-        `(batch, seq, d_model)`, and the weights if requested.
+        `(batch, seq, d_model)`; then the weights if requested; then the
+        updated cache if one was given.
 
     Example:
     >>> block = EncoderBlock(num_heads=8, key_dim=64, d_ff=2048)
@@ -49,14 +60,18 @@ class EncoderBlock(BlockBase):
     def build(self, encoder_sequence_shape):
         self._build_sublayers(encoder_sequence_shape)
 
-    def call(self, encoder_sequence, padding_mask=None,
+    def call(self, encoder_sequence, padding_mask=None, use_causal_mask=False,
+             self_attention_cache=None, cache_index=None,
              return_attention_scores=False, training=None):
         # --> (batch, seq, d_model)
         x, extras = self._self_attention_sublayer(
-            encoder_sequence, padding_mask, False, return_attention_scores, training
+            encoder_sequence, padding_mask, use_causal_mask,
+            return_attention_scores, training, self_attention_cache, cache_index,
         )
         x, _ = self._residual(x, self.feed_forward_norm, self.feed_forward, training)
-        return (x, extras[0]) if return_attention_scores else x
+        # Then the weights, then the cache, when asked for.
+        results = (x, *extras)
+        return results[0] if len(results) == 1 else results
 
     def compute_output_shape(self, encoder_sequence_shape):
         return encoder_sequence_shape

@@ -7,6 +7,13 @@ from keras_transformer.layers.position_wise_dense import PositionWiseDense
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+def gelu_approximate(x):
+    """GELU by its tanh approximation, as GPT and BERT's released code
+    compute it; Keras's "gelu" is the exact, erf-based one."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
 class FeedForward(keras.layers.Layer):
     """`FFN(x) = max(0, x W1 + b1) W2 + b2`, applied at every position.
 
@@ -18,8 +25,9 @@ class FeedForward(keras.layers.Layer):
 
     Args:
         d_ff: int, the inner width.
-        activation: the activation between the two maps, "relu" as in the
-            paper.
+        activation: the activation between the two maps: "relu" as in the
+            paper, "gelu" or `gelu_approximate` (GPT, BERT), or any Keras
+            activation.
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:

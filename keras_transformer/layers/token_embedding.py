@@ -19,7 +19,8 @@ class TokenEmbedding(keras.layers.Layer):
     `(vocabulary_size, d_model)` serves the embedding layers and the
     pre-softmax linear transformation, which has no bias. The
     `Transformer` calls one instance for the source tokens, the target tokens
-    and (with `reverse=True`) the output logits.
+    and (with `reverse=True`) the output logits. GPT and BERT do not scale
+    their embeddings (`scale=False`).
 
     Args:
         vocabulary_size: int, rows of `E`.
@@ -27,6 +28,8 @@ class TokenEmbedding(keras.layers.Layer):
         embeddings_initializer: initializer of `E`. Default: normal with
             standard deviation `d_model^-0.5`, so that the scaled embeddings
             have unit variance.
+        scale: bool, multiply the embeddings by `sqrt(d_model)` (the paper,
+            default).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -35,7 +38,7 @@ class TokenEmbedding(keras.layers.Layer):
         reverse: bool, compute logits `inputs @ E^T` instead of embedding.
 
     Returns:
-        `(batch, seq, d_model)` embeddings times `sqrt(d_model)`, or with
+        `(batch, seq, d_model)` embeddings (times `sqrt(d_model)`), or with
         `reverse=True` `(batch, seq, vocabulary_size)` logits.
 
     Example:
@@ -46,13 +49,15 @@ class TokenEmbedding(keras.layers.Layer):
     """
 
     def __init__(
-        self, vocabulary_size, d_model, embeddings_initializer=None, **kwargs
+        self, vocabulary_size, d_model, embeddings_initializer=None, scale=True,
+        **kwargs
     ):
         super().__init__(**kwargs)
         check_positive_int("vocabulary_size", vocabulary_size)
         check_positive_int("d_model", d_model)
         self.vocabulary_size = vocabulary_size
         self.d_model = d_model
+        self.scale = scale
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer
             or keras.initializers.RandomNormal(stddev=d_model**-0.5)
@@ -73,9 +78,10 @@ class TokenEmbedding(keras.layers.Layer):
             return position_wise_matmul(inputs, kernel)
         # (batch, seq) --> (batch, seq, d_model)
         embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
-        return ops.cast(embedded, self.compute_dtype) * ops.cast(
-            math.sqrt(self.d_model), self.compute_dtype
-        )
+        embedded = ops.cast(embedded, self.compute_dtype)
+        if not self.scale:
+            return embedded
+        return embedded * ops.cast(math.sqrt(self.d_model), self.compute_dtype)
 
     def compute_output_spec(self, inputs, reverse=False):
         if reverse:
@@ -90,6 +96,7 @@ class TokenEmbedding(keras.layers.Layer):
             {
                 "vocabulary_size": self.vocabulary_size,
                 "d_model": self.d_model,
+                "scale": self.scale,
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer
                 ),

@@ -1,2 +1,6 @@
-from keras_transformer.models.presets import PRESETS
+from keras_transformer.models.bidirectional_encoder import BidirectionalEncoder
+from keras_transformer.models.causal_lm import CausalLM
+from keras_transformer.models.masked_lm import MaskedLM
+from keras_transformer.models.presets import CAUSAL_LM_PRESETS, ENCODER_PRESETS, PRESETS
+from keras_transformer.models.sequence_classifier import SequenceClassifier
 from keras_transformer.models.transformer import Transformer

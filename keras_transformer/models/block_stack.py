@@ -1,4 +1,20 @@
-"""A stack of blocks, the one loop every model of the package runs."""
+"""The two stages every model of the package runs: embedding the tokens,
+then a stack of blocks."""
+
+
+def embed(token_ids, embedding, positions, dropout, start_index=0, extra=None,
+          norm=None, training=None):
+    """`(batch, len)` ids --> `(batch, len, d_model)`: the token embeddings
+    plus the positions from `start_index` (sections 3.4-3.5), plus `extra`
+    (BERT's segment embeddings) if given, then `norm` (BERT's LayerNorm) if
+    given, then dropout (section 5.4)."""
+    x = embedding(token_ids)
+    if extra is not None:
+        x = x + extra
+    x = positions(x, start_index=start_index)
+    if norm is not None:
+        x = norm(x)
+    return dropout(x, training=training)
 
 
 def apply_blocks(blocks, x, final_norm=None, per_block=None,

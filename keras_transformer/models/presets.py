@@ -1,4 +1,5 @@
-"""The paper's model configurations in one place (Table 3).
+"""The model configurations in one place: the paper's (Table 3), and the
+decoder-only (GPT) and encoder-only (BERT) families built from its blocks.
 
 Each preset holds the `Transformer` constructor arguments (`config`), the
 training label smoothing `epsilon_ls` it was trained with, and, for the
@@ -8,7 +9,13 @@ row below spells out only what differs from base.
 
 `tiny`, `mini` and `small` are not from the paper: they are sized for
 tests and for training on a laptop CPU.
+
+`CAUSAL_LM_PRESETS` hold `CausalLM` arguments and `ENCODER_PRESETS`
+`BidirectionalEncoder` arguments, with the published models' sizes; the
+`*_tiny` and `*_mini` ones are sized for a CPU.
 """
+
+from keras_transformer.layers.feed_forward import gelu_approximate
 
 _BASE = dict(
     vocabulary_size=37000,  # the shared BPE vocabulary of section 5.1
@@ -89,8 +96,59 @@ PRESETS = {
 }
 
 
-def get_preset(name):
-    """`PRESETS[name]`, or a `ValueError` that lists the presets there are."""
-    if name not in PRESETS:
-        raise ValueError(f"Unknown preset {name!r}. Available presets: {', '.join(PRESETS)}")
-    return PRESETS[name]
+
+def _lm_row(description, **config):
+    return {"description": description, "config": config}
+
+
+# GPT (Radford et al., 2018): post-norm decoder blocks without
+# cross-attention, learned positions, unscaled tied embeddings, GELU.
+# GPT-2 (2019) moved the LayerNorm before each sub-layer and added one at
+# the top.
+_GPT = dict(activation=gelu_approximate, learned_positions=True,
+            scale_embeddings=False, layer_norm_epsilon=1e-5, dropout_rate=0.1)
+
+CAUSAL_LM_PRESETS = {
+    "gpt_tiny": _lm_row("2 layers, d_model 64: for tests.", **_GPT,
+                        vocabulary_size=8000, num_layers=2, d_model=64,
+                        num_heads=4, d_ff=256, max_length=256),
+    "gpt_mini": _lm_row("4 layers, d_model 128: a language model trained on a CPU.",
+                        **_GPT, vocabulary_size=8000, num_layers=4, d_model=128,
+                        num_heads=4, d_ff=512, max_length=256),
+    "gpt1": _lm_row("GPT: 12 layers, d_model 768, 512 positions, post-norm.",
+                    **_GPT, vocabulary_size=40478, num_layers=12, d_model=768,
+                    num_heads=12, d_ff=3072, max_length=512),
+    "gpt2": _lm_row("GPT-2 small: as gpt1 but pre-norm, 1024 positions.",
+                    **{**_GPT, "norm_first": True}, vocabulary_size=50257,
+                    num_layers=12, d_model=768, num_heads=12, d_ff=3072,
+                    max_length=1024),
+}
+
+# BERT (Devlin et al., 2019): post-norm encoder blocks, learned positions,
+# two segments, a LayerNorm on the embeddings, GELU, a tanh pooler.
+_BERT = dict(activation=gelu_approximate, max_length=512, num_segments=2,
+             layer_norm_epsilon=1e-12, dropout_rate=0.1)
+
+ENCODER_PRESETS = {
+    "bert_tiny": _lm_row("2 layers, d_model 128 (BERT-Tiny's shape).", **_BERT,
+                         vocabulary_size=8000, num_layers=2, d_model=128,
+                         num_heads=2, d_ff=512),
+    "bert_mini": _lm_row("4 layers, d_model 256 (BERT-Mini's shape).", **_BERT,
+                         vocabulary_size=8000, num_layers=4, d_model=256,
+                         num_heads=4, d_ff=1024),
+    "bert_base": _lm_row("BERT-Base: 12 layers, d_model 768.", **_BERT,
+                         vocabulary_size=30522, num_layers=12, d_model=768,
+                         num_heads=12, d_ff=3072),
+    "bert_large": _lm_row("BERT-Large: 24 layers, d_model 1024.", **_BERT,
+                          vocabulary_size=30522, num_layers=24, d_model=1024,
+                          num_heads=16, d_ff=4096),
+}
+
+
+def get_preset(name, presets=None):
+    """`presets[name]` (default `PRESETS`), or a `ValueError` that lists the
+    presets there are."""
+    presets = PRESETS if presets is None else presets
+    if name not in presets:
+        raise ValueError(f"Unknown preset {name!r}. Available presets: {', '.join(presets)}")
+    return presets[name]

@@ -3,20 +3,26 @@
 import keras
 from keras import ops
 
-from keras_transformer.checks import check_positive_int, check_rate, check_special_ids
+from keras_transformer.checks import (
+    check_positive_int,
+    check_rate,
+    check_special_ids,
+    head_width,
+)
 from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
-from keras_transformer.models.block_stack import apply_blocks
+from keras_transformer.models.block_stack import apply_blocks, embed
+from keras_transformer.models.model_base import ModelBase
 from keras_transformer.models.presets import get_preset
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(keras.Model):
+class Transformer(ModelBase):
     """The Transformer of "Attention Is All You Need", as a functional model.
 
     Figure 1 of the paper: token embeddings times `sqrt(d_model)` plus
@@ -119,13 +125,7 @@ class Transformer(keras.Model):
         ]:
             check_positive_int(name, value)
         if key_dim is None:
-            if d_model % num_heads:
-                raise ValueError(
-                    "`d_model` must be divisible by `num_heads` (so that "
-                    "d_k = d_model / h), or pass `key_dim` explicitly. "
-                    f"Received: d_model={d_model}, num_heads={num_heads}"
-                )
-            key_dim = d_model // num_heads
+            key_dim = head_width(d_model, num_heads)
         check_positive_int("key_dim", key_dim)
         value_dim = key_dim if value_dim is None else value_dim
         check_positive_int("value_dim", value_dim)
@@ -227,15 +227,6 @@ class Transformer(keras.Model):
             **kwargs,
         )
 
-    def __setattr__(self, name, value):
-        # The layers are set before `keras.Model.__init__`, as the functional
-        # graph is built from them; on PyTorch that runs before
-        # `torch.nn.Module.__init__`, which refuses modules then. The
-        # functional graph tracks every layer, so plain attributes suffice.
-        if keras.backend.backend() == "torch" and "_modules" not in self.__dict__:
-            return object.__setattr__(self, name, value)
-        return super().__setattr__(name, value)
-
     @property
     def max_decoder_length(self):
         """The most decoder positions there are embeddings for: the learned
@@ -250,11 +241,11 @@ class Transformer(keras.Model):
     # === Stages: the functional graph and decoding both call these ===
 
     def _embed(self, token_ids, embedding, positions, start_index=0, training=None):
-        """`(batch, len)` ids --> `(batch, len, d_model)`: scaled embeddings
-        plus the positions from `start_index`, then dropout (section 3.4-3.5,
-        5.4)."""
-        x = positions(embedding(token_ids), start_index=start_index)
-        return self.embedding_dropout(x, training=training)
+        """Scaled embeddings plus positions, then dropout (`embed`)."""
+        return embed(
+            token_ids, embedding, positions, self.embedding_dropout,
+            start_index=start_index, training=training,
+        )
 
     def _logits(self, y):
         """`(batch, len, d_model)` --> float32 `(batch, len, vocab)`: the
@@ -398,11 +389,8 @@ class Transformer(keras.Model):
         config.update(overrides)
         return cls(**config)
 
-    def get_config(self):
+    def _config(self):
         return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "vocabulary_size": self.vocabulary_size,
             "num_layers": self.num_layers,
             "d_model": self.d_model,
@@ -422,10 +410,3 @@ class Transformer(keras.Model):
             "bos_id": self.bos_id,
             "eos_id": self.eos_id,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
