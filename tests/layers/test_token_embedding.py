@@ -26,3 +26,12 @@ def test_default_initializer_gives_unit_variance_after_scaling():
 def test_config_roundtrip():
     clone = assert_config_roundtrip(TokenEmbedding(vocabulary_size=7, d_model=3))
     assert clone.vocabulary_size == 7
+
+
+def test_unscaled_lookup():
+    layer = TokenEmbedding(vocabulary_size=10, d_model=4, scale=False)
+    ids = np.array([[3, 0, 9]])
+    np.testing.assert_allclose(
+        to_numpy(layer(ids)), to_numpy(layer.embeddings)[ids], atol=1e-6
+    )
+    assert_config_roundtrip(layer)
