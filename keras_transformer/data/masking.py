@@ -6,13 +6,15 @@ token (not padding, not the start or end token) is chosen with probability
 random ordinary token 10%, and stays itself 10%; the model predicts the
 originals at the chosen positions.
 
-keras-hub's `MaskedLMMaskGenerator` is not used: it chooses exactly
-`ceil(rate * n)` tokens of each n-token row (tensorflow-text's
-`RandomItemSelector`), so short rows are over-masked: 4 of 21 tokens
-(19%), 1 of 2 (50%). Choosing each token independently keeps the rate at
-15% whatever the lengths, as RoBERTa's dynamic masking does. The random
-replacement never draws a special id (a random padding id would hide the
-position from attention).
+keras-hub's `MaskedLMMaskGenerator` (tensorflow-text's masking ops) is
+not used, for two reasons. Its random replacements are drawn from the
+whole vocabulary, special ids included: a drawn padding id hides that
+position from attention, a drawn end token fakes a sentence boundary.
+And it takes no seed: its masks follow TensorFlow's global seed and the
+order its ops are created in. Here a batch's masks are a function of the
+pipeline's seed and the batch's index, so a run, or a resumed run, can
+draw them again. Each token is chosen independently, as in RoBERTa's
+dynamic masking.
 """
 
 import math
