@@ -26,7 +26,6 @@ from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES
 
 # Token ids below this are the special pieces; the rest are ordinary.
 FIRST_ORDINARY_ID = len(PIECES)
-MASK_PIECE = "<mask>"
 
 
 def max_predictions(max_length, rate):
