@@ -22,7 +22,8 @@ from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES, UNK
 TOKENIZER_FILE = "tokenizer.model"
 
 
-def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe"):
+def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe",
+                    extra_pieces=()):
     """Trains a SentencePiece model on `texts` and saves it at `model_path`.
 
     Args:
@@ -32,6 +33,8 @@ def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe"):
             included.
         model_path: where to write the `.model` file.
         model_type: "bpe" (the paper's byte-pair encoding) or "unigram".
+        extra_pieces: pieces kept whole, at the ids after the special
+            ones (BERT's mask token: `("<mask>",)` gets id 4).
 
     Returns:
         A `keras_hub.tokenizers.SentencePieceTokenizer`.
@@ -50,6 +53,7 @@ def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe"):
         vocab_size=vocabulary_size,
         model_type=model_type,
         pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
+        user_defined_symbols=list(extra_pieces),
         character_coverage=1.0,
         hard_vocab_limit=False,  # a small corpus may support fewer pieces
         num_threads=os.cpu_count() or 1,

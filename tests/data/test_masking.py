@@ -109,3 +109,15 @@ def test_bad_arguments_are_refused(kwargs, message):
     arguments = {"rows": [[5, 6]], "mask_id": MASK, "vocabulary_size": VOCABULARY, **kwargs}
     with pytest.raises(ValueError, match=message):
         masked_lm_dataset(**arguments)
+
+
+def test_a_tokenizer_with_a_mask_piece(tmp_path):
+    from keras_transformer.data.corpora import bible_en_fr
+    from keras_transformer.data.tokenizer import token_ids, train_tokenizer
+
+    texts = [en for en, _ in bible_en_fr("valid")]
+    tokenizer = train_tokenizer(texts, 300, str(tmp_path / "t.model"),
+                                extra_pieces=("<mask>",))
+    mask_id = tokenizer.token_to_id("<mask>")
+    assert mask_id == 4  # right after the four special pieces
+    assert token_ids(tokenizer, ["a <mask> b"])[0].count(mask_id) == 1
