@@ -1,4 +1,4 @@
-"""`python -m benchmarks [training|decoding|pipeline ...] [--rounds N]
+"""`python -m benchmarks [training|decoding|pipeline|language_models ...] [--rounds N]
 [--small] [--readme docs/RESULTS.md]`: prints a Markdown table.
 
 Run once per backend (KERAS_BACKEND=...). Each comparison runs both sides
@@ -18,7 +18,7 @@ import keras
 
 from benchmarks import training
 
-SUITES = ("training", "decoding", "pipeline")
+SUITES = ("training", "decoding", "pipeline", "language_models")
 SMALL = {
     "training": dict(config=dict(training.preset_sizes("tiny", num_layers=1, vocabulary_size=100),
                                  batch=4, length=8),
@@ -26,6 +26,9 @@ SMALL = {
     "decoding": dict(preset="tiny", num_layers=1, vocabulary_size=100, batch=2,
                      source_length=4, max_extra_length=4),
     "pipeline": dict(pairs=200, vocabulary_size=300),
+    "language_models": dict(steps=2, batch=2, length=16, generate_batch=2, prompt_length=4,
+                            max_length=12, lm_preset="gpt_tiny", encoder_preset="bert_tiny",
+                            vocabulary_size=100, num_layers=1),
 }
 
 
@@ -81,6 +84,19 @@ def table(results):
         notes.append(f"- padding efficiency (real tokens / slots): bucketed {e['bucketed']:.1%}, "
                      f"padded per random batch {e['per_batch']:.1%}, fixed length "
                      f"{e['fixed']:.1%}")
+    if "language_models" in results:
+        r = results["language_models"]
+        what = f"training, {r['steps']} steps of {r['batch']} x {r['length']}"
+        lines.append(_row(f"CausalLM {what}", "ours", "keras-hub GPT2CausalLM",
+                          r["causal_lm"]))
+        lines.append(_row(f"MaskedLM {what}", "ours", "keras-hub BertMaskedLM",
+                          r["masked_lm"]))
+        lines.append(_row(f"generate, greedy, {r['generate_batch']} x "
+                          f"{r['generate_length']} tokens", "ours",
+                          "keras-hub GPT2CausalLM.generate", r["generate"]))
+        notes.append("- parameters (ours, keras-hub): causal LM "
+                     + ", ".join(f"{n:,}" for n in r["causal_lm_parameters"])
+                     + "; masked LM " + ", ".join(f"{n:,}" for n in r["masked_lm_parameters"]))
     return "\n".join(lines + [""] + notes)
 
 

@@ -75,6 +75,22 @@ def test_training_benchmark_runs_on_this_backend():
     assert result["ours_vs_torch_native"]["b_s"] > 0
 
 
+def test_language_model_benchmark_runs_on_this_backend():
+    from benchmarks import language_models
+
+    result = language_models.run(rounds=1, steps=1, batch=2, length=8, generate_batch=2,
+                                 prompt_length=4, max_length=10, lm_preset="gpt_tiny",
+                                 encoder_preset="bert_tiny", vocabulary_size=50, num_layers=1)
+    ours, theirs = result["causal_lm_parameters"]
+    assert theirs == ours + 2 * 64  # GPT-2's final LayerNorm; post-norm GPT has none
+    ours, theirs = result["masked_lm_parameters"]
+    assert ours == theirs  # BERT's layout, weight for weight
+    for key in ("causal_lm", "masked_lm", "generate"):
+        c = result[key]
+        assert c["a_s"] > 0 and c["b_s"] > 0
+        assert c["ratio_min"] <= c["ratio_median"] <= c["ratio_max"]
+
+
 @pytest.mark.once
 def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     # Once, on PyTorch (the fastest to start): every suite, tiny sizes.
@@ -89,7 +105,9 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     sides = [("ours", "keras-hub"), ("ours", "torch nn.Transformer"),
              ("float32", "mixed_bfloat16"), ("cached", "uncached"),
              ("ours", "keras-hub BeamSampler, our model"),
-             ("ours", "keras-hub BART \\+ BeamSampler"), ("tf.data", "in memory")]
+             ("ours", "keras-hub BART \\+ BeamSampler"), ("tf.data", "in memory"),
+             ("ours", "keras-hub GPT2CausalLM"), ("ours", "keras-hub BertMaskedLM"),
+             ("ours", "keras-hub GPT2CausalLM.generate")]
     for a, b in sides:  # | what | A 0.123 s | B 0.456 s | 1.23x (1.10-1.30) |
         row = rf"\| {a} [\d.]+ s \| {b} [\d.]+ s \| [\d.]+x \([\d.]+-[\d.]+\) \|"
         assert re.search(row, text), (a, b)
