@@ -71,8 +71,9 @@ def mask_batch(token_ids, seed, mask_id, vocabulary_size, rate=0.15, mask_rate=0
     mask_weights = tf.cast(tf.gather(chosen, mask_positions, batch_dims=1), tf.float32)
     mask_positions = tf.where(mask_weights > 0, mask_positions, 0)
     mask_ids = tf.where(mask_weights > 0, tf.gather(token_ids, mask_positions, batch_dims=1), 0)
-    # What each chosen position becomes.
-    kept = tf.scatter_nd(
+    # The chosen positions that got a slot, as (batch, len) flags; what each
+    # becomes.
+    in_slot = tf.scatter_nd(
         tf.stack([tf.repeat(tf.range(batch), tf.shape(mask_positions)[1]),
                   tf.reshape(mask_positions, [-1])], 1),
         tf.reshape(mask_weights > 0, [-1]), (batch, length),
@@ -83,7 +84,7 @@ def mask_batch(token_ids, seed, mask_id, vocabulary_size, rate=0.15, mask_rate=0
     )
     replaced = tf.where(draw < mask_rate, mask_id,
                         tf.where(draw < mask_rate + random_rate, random_ids, token_ids))
-    token_ids = tf.where(kept, replaced, token_ids)
+    token_ids = tf.where(in_slot, replaced, token_ids)
     return token_ids, mask_positions, mask_ids, mask_weights
 
 

@@ -82,7 +82,8 @@ def _prompt_buffer(model, prompts, max_length):
         raise ValueError("`prompts` must hold at least one prompt. Received: []")
     buffer = np.full((len(rows), max_length), model.pad_id, dtype="int32")
     for i, row in enumerate(rows):
-        row = row[: np.flatnonzero(row != model.pad_id)[-1] + 1] if (row != model.pad_id).any() else row[:0]
+        real = np.flatnonzero(row != model.pad_id)
+        row = row[: real[-1] + 1 if len(real) else 0]  # without trailing padding
         if not len(row) or (row == model.pad_id).any() or len(row) >= max_length:
             raise ValueError(
                 f"Each prompt must hold 1 to {max_length - 1} token ids (below "

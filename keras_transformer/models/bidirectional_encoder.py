@@ -15,7 +15,7 @@ from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.block_stack import apply_blocks, embed
 from keras_transformer.models.model_base import ModelBase
-from keras_transformer.models.presets import ENCODER_PRESETS, get_preset
+from keras_transformer.models.presets import ENCODER_PRESETS
 from keras_transformer.special_tokens import PAD_ID
 
 
@@ -65,6 +65,8 @@ class BidirectionalEncoder(ModelBase):
     >>> encoder({"token_ids": ids, "segment_ids": 0 * ids})["pooled_output"].shape
     (2, 128)
     """
+
+    presets = ENCODER_PRESETS  # `from_preset(name)`
 
     def __init__(
         self,
@@ -164,31 +166,3 @@ class BidirectionalEncoder(ModelBase):
             dtype=dtype,
             **kwargs,
         )
-
-    @classmethod
-    def from_preset(cls, name, **overrides):
-        """Builds a preset of `keras_transformer.models.ENCODER_PRESETS`
-        ("bert_tiny", "bert_mini", "bert_base", "bert_large")."""
-        config = dict(get_preset(name, ENCODER_PRESETS)["config"])
-        config.update(overrides)
-        return cls(**config)
-
-    def _config(self):
-        return {
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "d_ff": self.d_ff,
-            "key_dim": self.key_dim,
-            "dropout_rate": self.dropout_rate,
-            "max_length": self.max_length,
-            "num_segments": self.num_segments,
-            "activation": keras.activations.serialize(
-                keras.activations.get(self.activation)
-            ),
-            "norm_first": self.norm_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "attention_dropout": self.attention_dropout,
-            "pad_id": self.pad_id,
-        }

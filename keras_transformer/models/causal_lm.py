@@ -15,7 +15,7 @@ from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.block_stack import apply_blocks, embed
 from keras_transformer.models.model_base import ModelBase
-from keras_transformer.models.presets import CAUSAL_LM_PRESETS, get_preset
+from keras_transformer.models.presets import CAUSAL_LM_PRESETS
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -67,6 +67,8 @@ class CausalLM(ModelBase):
     >>> lm({"token_ids": keras.ops.ones((2, 7), "int32")}).shape
     (2, 7, 8000)
     """
+
+    presets = CAUSAL_LM_PRESETS  # `from_preset(name)`
 
     def __init__(
         self,
@@ -207,36 +209,3 @@ class CausalLM(ModelBase):
         from keras_transformer.decoding.generation import generate
 
         return generate(self, prompts, max_length, sampler, stop_token_ids, use_cache)
-
-    # === Presets and config ===
-
-    @classmethod
-    def from_preset(cls, name, **overrides):
-        """Builds a preset of `keras_transformer.models.CAUSAL_LM_PRESETS`
-        ("gpt_tiny", "gpt_mini", "gpt1", "gpt2"), with `overrides`."""
-        config = dict(get_preset(name, CAUSAL_LM_PRESETS)["config"])
-        config.update(overrides)
-        return cls(**config)
-
-    def _config(self):
-        return {
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "d_ff": self.d_ff,
-            "key_dim": self.key_dim,
-            "dropout_rate": self.dropout_rate,
-            "max_length": self.max_length,
-            "activation": keras.activations.serialize(
-                keras.activations.get(self.activation)
-            ),
-            "norm_first": self.norm_first,
-            "learned_positions": self.learned_positions,
-            "scale_embeddings": self.scale_embeddings,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "attention_dropout": self.attention_dropout,
-            "pad_id": self.pad_id,
-            "bos_id": self.bos_id,
-            "eos_id": self.eos_id,
-        }

@@ -63,12 +63,3 @@ class MaskedLM(ModelBase):
     def from_preset(cls, name, **overrides):
         """A `MaskedLM` on `BidirectionalEncoder.from_preset(name, **overrides)`."""
         return cls(BidirectionalEncoder.from_preset(name, **overrides))
-
-    def _config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return super().from_config(config)

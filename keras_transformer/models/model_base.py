@@ -1,13 +1,24 @@
 """What the package's functional models share: their layers are created
-before the graph, and their config is their constructor's arguments."""
+before the graph, their config is their constructor's arguments, and their
+presets are rows of a table."""
+
+import inspect
 
 import keras
+
+from keras_transformer.models.presets import get_preset
 
 
 class ModelBase(keras.Model):
     """A functional `keras.Model` whose subclass creates its layers, then
-    builds its graph from them and calls `keras.Model.__init__`; its
-    `get_config` returns its constructor arguments (`_config`)."""
+    builds its graph from them and calls `keras.Model.__init__`.
+
+    Each constructor argument is kept as the attribute of the same name,
+    so `get_config` reads them back by the constructor's signature. A
+    subclass with presets names their table in `presets`.
+    """
+
+    presets = None  # {name: {"config": constructor arguments, ...}}
 
     def __setattr__(self, name, value):
         # The layers are set before `keras.Model.__init__`, as the functional
@@ -18,17 +29,28 @@ class ModelBase(keras.Model):
             return object.__setattr__(self, name, value)
         return super().__setattr__(name, value)
 
-    def _config(self):
-        """The constructor arguments besides those of `keras.Model`."""
-        raise NotImplementedError
+    @classmethod
+    def from_preset(cls, name, **overrides):
+        """Builds the preset `name` of `cls.presets`, with `overrides` of
+        its constructor arguments (e.g. `vocabulary_size=8000`)."""
+        return cls(**{**get_preset(name, cls.presets)["config"], **overrides})
 
     def get_config(self):
-        return {
+        config = {
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            **self._config(),
         }
+        for name, parameter in inspect.signature(type(self).__init__).parameters.items():
+            if name in config or name == "self" or parameter.kind == parameter.VAR_KEYWORD:
+                continue
+            value = getattr(self, name)
+            if isinstance(value, keras.layers.Layer):  # a shared encoder
+                value = keras.saving.serialize_keras_object(value)
+            elif name == "activation":
+                value = keras.activations.serialize(keras.activations.get(value))
+            config[name] = value
+        return config
 
     @classmethod
     def from_config(cls, config):
@@ -37,4 +59,6 @@ class ModelBase(keras.Model):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         if "activation" in config:
             config["activation"] = keras.activations.get(config["activation"])
+        if "encoder" in config:
+            config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)

@@ -58,16 +58,3 @@ class SequenceClassifier(ModelBase):
     def from_preset(cls, name, num_classes, **overrides):
         """A new classifier on `BidirectionalEncoder.from_preset(name)`."""
         return cls(BidirectionalEncoder.from_preset(name, **overrides), num_classes)
-
-    def _config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "num_classes": self.num_classes,
-            "dropout_rate": self.dropout_rate,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return super().from_config(config)

@@ -17,7 +17,7 @@ from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.block_stack import apply_blocks, embed
 from keras_transformer.models.model_base import ModelBase
-from keras_transformer.models.presets import get_preset
+from keras_transformer.models.presets import PRESETS
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -91,6 +91,9 @@ class Transformer(ModelBase):
     >>> logits.shape
     (2, 5, 1000)
     """
+
+    # `from_preset("tiny" | "base" | "big" | a Table 3 row such as "C6")`.
+    presets = PRESETS
 
     def __init__(
         self,
@@ -372,41 +375,3 @@ class Transformer(ModelBase):
             training=False,
         )
         return self._logits(y), {"self": self_cache, "cross": cache["cross"]}
-
-    # === Presets and config ===
-
-    @classmethod
-    def from_preset(cls, name, **overrides):
-        """Builds a preset of the paper (see `keras_transformer.PRESETS`).
-
-        Args:
-            name: "tiny", "base", "big", or a Table 3 row such as "A1",
-                "C6" or "E".
-            **overrides: constructor arguments that replace the preset's,
-                e.g. `vocabulary_size=8000`.
-        """
-        config = dict(get_preset(name)["config"])
-        config.update(overrides)
-        return cls(**config)
-
-    def _config(self):
-        return {
-            "vocabulary_size": self.vocabulary_size,
-            "num_layers": self.num_layers,
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "d_ff": self.d_ff,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
-            "dropout_rate": self.dropout_rate,
-            "max_length": self.max_length,
-            "target_vocabulary_size": self.target_vocabulary_size,
-            "tie_embeddings": self.tie_embeddings,
-            "norm_first": self.norm_first,
-            "learned_positions": self.learned_positions,
-            "attention_dropout": self.attention_dropout,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "pad_id": self.pad_id,
-            "bos_id": self.bos_id,
-            "eos_id": self.eos_id,
-        }
