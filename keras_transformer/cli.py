@@ -1,10 +1,15 @@
-"""The command line: `keras-transformer train | translate | average`.
+"""The command line: `keras-transformer train | translate | average`, and
+the language models' `train-lm | generate | pretrain-mlm | finetune`.
 
     keras-transformer train                       # the shipped EN-FR corpus
     keras-transformer train --corpus my.tsv.gz --run-dir runs/mine
     keras-transformer train --run-dir runs/mine --resume
     echo "Hello." | keras-transformer translate runs/mine
     keras-transformer average runs/mine/checkpoints --last 5 -o avg.keras
+    keras-transformer train-lm --corpus text:books.txt --run-dir runs/gpt
+    echo "Once upon" | keras-transformer generate runs/gpt
+    keras-transformer pretrain-mlm --run-dir runs/bert
+    keras-transformer finetune --pretrained runs/bert --run-dir runs/pairs
 """
 
 import argparse
@@ -68,11 +73,29 @@ def _value_parser(annotation, check=None):
     return parse
 
 
-def _add_train_arguments(parser):
-    from keras_transformer.training.train import TrainConfig
+# command -> (the module of its program, its config class, its function)
+PROGRAMS = {
+    "train": ("keras_transformer.training.train", "TrainConfig", "train"),
+    "train-lm": ("keras_transformer.training.train_lm", "CausalLMConfig", "train_lm"),
+    "pretrain-mlm": ("keras_transformer.training.pretrain_mlm", "MaskedLMConfig",
+                     "pretrain_mlm"),
+    "finetune": ("keras_transformer.training.finetune", "FinetuneConfig", "finetune"),
+}
 
-    annotations = typing.get_type_hints(TrainConfig)
-    for field in dataclasses.fields(TrainConfig):
+
+def _program(command):
+    """`(config class, function)` of a training command."""
+    import importlib
+
+    module, config, function = PROGRAMS[command]
+    module = importlib.import_module(module)
+    return getattr(module, config), getattr(module, function)
+
+
+def _add_train_arguments(parser, command):
+    config_class, _ = _program(command)
+    annotations = typing.get_type_hints(config_class)
+    for field in dataclasses.fields(config_class):
         flag = "--" + field.name.replace("_", "-")
         annotation = annotations[field.name]
         if annotation is bool:
@@ -84,15 +107,14 @@ def _add_train_arguments(parser):
 
 
 def _train(args):
-    from keras_transformer.training.train import TrainConfig, train
-
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+    config_class, program = _program(args.command)
+    names = {f.name for f in dataclasses.fields(config_class)}
+    config = config_class(**{k: v for k, v in vars(args).items() if k in names})
     try:
-        train(config)
+        program(config)
     except KeyboardInterrupt:
         print(f"\nInterrupted. Checkpoints are in {config.run_dir}/checkpoints; "
-              f"continue with: {PROG} train --run-dir {config.run_dir} "
+              f"continue with: {PROG} {args.command} --run-dir {config.run_dir} "
               "--resume (and the same options).", file=sys.stderr)
         return 130
     return 0
@@ -140,6 +162,26 @@ def _translate(args):
     return 0
 
 
+def _generate(args):
+    from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer
+    from keras_transformer.model_files import load_model_file
+    from keras_transformer.training.train_lm import continue_texts
+
+    stream = open(args.input, "rb") if args.input else sys.stdin.buffer  # fails first
+    with stream:
+        model = load_model_file(os.path.join(args.run_dir, "model.keras"), compile=False)
+        if not hasattr(model, "generate"):
+            raise ValueError(f"{args.run_dir}/model.keras is a {type(model).__name__}, "
+                             "not a language model from train-lm")
+        tokenizer = load_tokenizer(os.path.join(args.run_dir, TOKENIZER_FILE))
+        for lines in batches(read_lines(stream), args.batch_size):
+            for text in continue_texts(model, tokenizer, lines, args.new_tokens,
+                                       args.top_k, args.seed):
+                sys.stdout.write(" ".join(text.splitlines()) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
 def _average(args):
     from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
 
@@ -173,9 +215,12 @@ def build_parser():
     parser = Parser(prog=PROG, description=__doc__, parents=[debug],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    train = commands.add_parser("train", parents=[debug],
-                                help="train a translator (the paper's recipe)")
-    _add_train_arguments(train)
+    helps = {"train": "train a translator (the paper's recipe)",
+             "train-lm": "train a causal language model (GPT)",
+             "pretrain-mlm": "pretrain an encoder with masked language modelling (BERT)",
+             "finetune": "train a translation-pair classifier, pretrained or from scratch"}
+    for command, text in helps.items():
+        _add_train_arguments(commands.add_parser(command, parents=[debug], help=text), command)
     translate = commands.add_parser("translate", parents=[debug],
                                     help="translate stdin or a file, a line at a time")
     translate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
@@ -187,6 +232,15 @@ def build_parser():
         help="(default: the run's, else 0.6)")
     translate.add_argument("--batch-size", type=positive_int("batch_size"), default=64,
                            help="lines read and decoded together (default: 64)")
+    generate = commands.add_parser("generate", parents=[debug],
+                                   help="continue each line of stdin or a file (train-lm runs)")
+    generate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
+    generate.add_argument("--input", help="a file of prompts (default: stdin)")
+    generate.add_argument("--new-tokens", type=positive_int("new_tokens"), default=32)
+    generate.add_argument("--top-k", type=positive_int("top_k"), default=10)
+    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--batch-size", type=positive_int("batch_size"), default=16,
+                          help="lines read and continued together (default: 16)")
     average = commands.add_parser("average", parents=[debug],
                                   help="average the last checkpoints")
     average.add_argument("checkpoint_dir")
@@ -200,7 +254,8 @@ def main(argv=None):
     file) prints one line and returns 2, with its traceback only under
     `--debug`. Other exceptions are bugs and keep their traceback."""
     args = build_parser().parse_args(argv)
-    handler = {"train": _train, "translate": _translate, "average": _average}[args.command]
+    handler = {"translate": _translate, "generate": _generate,
+               "average": _average}.get(args.command, _train)
     try:
         return handler(args)
     except (ValueError, OSError) as error:

@@ -19,8 +19,6 @@ dynamic masking.
 
 import math
 
-import numpy as np
-
 from keras_transformer.checks import check_positive_int, check_rate
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES
 
@@ -151,31 +149,3 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
 
     return dataset.enumerate().map(masked).prefetch(tf.data.AUTOTUNE)
 
-
-def pack_pairs(first, second=None, max_length=128):
-    """Sentences, or sentence pairs, as a classifier reads them.
-
-    `[bos] A [eos]` with segment ids 0, or `[bos] A [eos] B [eos]` with 0
-    over the first part and 1 over B; the longer sentence is truncated
-    first (keras-hub's `MultiSegmentPacker`, "round_robin").
-
-    Args:
-        first, second: lists of token-id lists (second optional).
-        max_length: int, every row is padded to this length.
-
-    Returns:
-        `{"token_ids", "segment_ids"}`: int32 NumPy `(rows, max_length)`.
-    """
-    import keras_hub
-    import tensorflow as tf
-
-    packer = keras_hub.layers.MultiSegmentPacker(
-        sequence_length=max_length, start_value=BOS_ID, end_value=EOS_ID,
-        pad_value=PAD_ID,
-    )
-    parts = [tf.ragged.constant(first, tf.int32)]
-    if second is not None:
-        parts.append(tf.ragged.constant(second, tf.int32))
-    token_ids, segment_ids = packer(tuple(parts))
-    return {"token_ids": np.asarray(token_ids, "int32"),
-            "segment_ids": np.asarray(segment_ids, "int32")}

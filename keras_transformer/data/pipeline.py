@@ -201,6 +201,15 @@ def _pad_to_bucket(inputs, labels, boundaries, batch_sizes=None, batch_multiple=
     return {k: pad(v) for k, v in inputs.items()}, pad(labels)
 
 
+def with_known_length(dataset):
+    """`dataset` with its batch count (one pass, which also fills its
+    cache) declared, so that Keras knows an epoch's length."""
+    import tensorflow as tf
+
+    count = sum(1 for _ in dataset)
+    return dataset.apply(tf.data.experimental.assert_cardinality(count))
+
+
 def padding_efficiency(dataset, max_batches=None):
     """Real tokens / batch slots over encoder inputs and labels.
 
@@ -226,3 +235,58 @@ def batch_statistics(dataset, max_batches=None):
             real += int(np.count_nonzero(ids))
             slots += ids.size
     return {"batches": batches, "padding_efficiency": real / max(slots, 1)}
+
+
+def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True, seed=0,
+                      static_shapes=False):
+    """A `tf.data.Dataset` of `({"token_ids"}, labels)` batches for
+    `CausalLM.fit`: each row `[bos] ids [eos]` (cut to `max_length + 1`
+    tokens) gives the inputs `row[:-1]` and the labels `row[1:]`, padded
+    with 0.
+
+    Rows of similar length are batched together under a token budget (a
+    length-`L` bucket holds `tokens_per_batch // L` rows) and padded to
+    their bucket's boundary, 5% buckets, or 20% with `static_shapes` for
+    XLA, which compiles one program per shape.
+
+    Args:
+        rows: lists of token ids, one text each, without bos/eos.
+        tokens_per_batch: int, at least `max_length`.
+        max_length: int, the longest input (and label) row.
+        shuffle: bool, shuffle rows and batches.
+        seed: int, the shuffle seed.
+        static_shapes: bool, coarser buckets (see above).
+
+    Returns:
+        A prefetched dataset, as `make_dataset`'s.
+    """
+    import tensorflow as tf
+
+    if not rows:
+        raise ValueError("`rows` is empty: there is nothing to train on.")
+    if tokens_per_batch < max_length:
+        raise ValueError(
+            f"`tokens_per_batch` must be >= max_length={max_length} so that "
+            f"the longest bucket holds a row. Received: tokens_per_batch={tokens_per_batch}"
+        )
+    rows = [[BOS_ID] + list(r)[:max_length - 1] + [EOS_ID] for r in rows]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(rows), output_signature=tf.TensorSpec((None,), tf.int32)
+    ).cache()
+    if shuffle:
+        dataset = dataset.shuffle(len(rows), seed=seed, reshuffle_each_iteration=True)
+    boundaries = bucket_boundaries(
+        max_length, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
+    dataset = dataset.map(lambda row: ({"token_ids": row[:-1]}, row[1:]))
+    # A row of length L, boundaries[i-1] < L <= boundaries[i], is padded to
+    # boundaries[i] (the op pads to one below its boundaries).
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=lambda inputs, labels: tf.shape(labels)[0],
+        bucket_boundaries=[b + 1 for b in boundaries],
+        bucket_batch_sizes=[tokens_per_batch // b for b in boundaries] + [1],  # last: unused
+        padding_values=({"token_ids": PAD_ID}, PAD_ID),
+        pad_to_bucket_boundary=True,
+    )
+    if shuffle:
+        dataset = dataset.shuffle(64, seed=seed)
+    return _without_autotuning(dataset)

@@ -1,10 +1,11 @@
-"""Reading a parallel corpus from a user's files.
+"""Reading a parallel corpus, or a monolingual one, from a user's files.
 
 Formats:
 - TSV: `source<TAB>target[<TAB>anything]` a line (Tatoeba / Anki exports).
 - Moses: two line-aligned files, `prefix.<src>` and `prefix.<tgt>`.
 - JSONL: one object a line, with keys `source`/`target` or the two
   language codes (`{"en": ..., "fr": ...}`).
+- Text (for the language models, `read_texts`): one text a line.
 - TensorFlow Datasets: `tfds:NAME[/CONFIG][:SPLIT]`, only if already in the
   local TFDS data directory (nothing is ever downloaded).
 
@@ -63,6 +64,26 @@ def read_lines(path):
                     f"byte {error.start}). Convert the file to UTF-8."
                 ) from None
             yield number, text.rstrip("\r\n")
+
+
+def read_texts(path):
+    """The non-empty lines of a text file, one text each (a monolingual
+    corpus for a language model), stripped of surrounding whitespace.
+
+    Returns:
+        `(texts, report)`: a list of strings and a `CorpusReport` counting
+        the empty lines dropped.
+    """
+    report = CorpusReport(path)
+    texts = []
+    for _, line in read_lines(path):
+        report.read += 1
+        if line.strip():
+            texts.append(line.strip())
+        else:
+            report.dropped_empty += 1
+    report.kept = len(texts)
+    return texts, report
 
 
 def _tsv_pairs(path):

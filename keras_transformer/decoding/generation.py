@@ -15,7 +15,6 @@ row never emits padding. Without the first, `BeamSampler` keeps extending
 finished beams and ranks them by tokens past their end.
 """
 
-import keras
 import numpy as np
 from keras import ops
 

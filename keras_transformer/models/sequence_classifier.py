@@ -16,7 +16,7 @@ class SequenceClassifier(ModelBase):
 
     A single sentence is `[bos] tokens [eos]` with segment ids 0; a pair is
     `[bos] A [eos] B [eos]` with segment ids 0 over A and 1 over B
-    (`keras_transformer.data.masking.pack_pairs` builds both). The pooled
+    (`keras_transformer.data.classification.pack_pairs` builds both). The pooled
     output, with dropout, feeds one dense layer of `num_classes` logits.
 
     Args:

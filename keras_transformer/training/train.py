@@ -27,15 +27,15 @@ from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, tra
 from keras_transformer.distribution import Parallelism, parse_distribution
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.model_files import load_model_file
 from keras_transformer.models import PRESETS, Transformer
 from keras_transformer.models.presets import get_preset
 from keras_transformer.optimizers import transformer_adam
-from keras_transformer.training.checkpoints import (
-    AtomicCheckpoint,
-    average_checkpoints,
-    list_checkpoints,
-    newest_good_checkpoint,
+from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
+from keras_transformer.training.runs import (
+    find_resume_point,
+    fit_with_checkpoints,
+    resolve_jit_compile,
+    save_run_config,
 )
 from keras_transformer.translator import Translator
 
@@ -83,7 +83,7 @@ class TrainConfig:
     alpha: Literal["auto"] | float = "auto"
     eval_sentences: int = 1000  # test sentences for BLEU (0 = all)
     resume: bool = False
-    # "auto": XLA on JAX only (see `resolve_jit_compile`); True or False.
+    # "auto": XLA on JAX only (see `runs.resolve_jit_compile`); True or False.
     jit_compile: Literal["auto"] | bool = "auto"
     # "none", "data" or "model:K" (keras_transformer.distribution); the
     # token budget is global, split over the data-parallel replicas.
@@ -110,41 +110,6 @@ def load_splits(config):
     random.Random(config.seed).shuffle(pairs)
     held_out = min(1000, len(pairs) // 20)
     return pairs[2 * held_out:], pairs[:held_out], pairs[held_out:2 * held_out]
-
-
-class TimeBudget(keras.callbacks.Callback):
-    """Stops `fit` at the end of the batch where `minutes` have passed."""
-
-    def __init__(self, minutes):
-        super().__init__()
-        self.seconds = minutes * 60.0
-        self.start = None
-
-    def on_train_begin(self, logs=None):
-        self.start = time.monotonic()
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.seconds and time.monotonic() - self.start > self.seconds:
-            self.model.stop_training = True
-
-
-def resolve_jit_compile(setting):
-    """`TrainConfig.jit_compile` as `model.compile` takes it.
-
-    "auto" compiles the training step with XLA on JAX, which otherwise runs
-    op by op. Not on TensorFlow: XLA compiles one program per batch shape,
-    so it needs the static-shape pipeline (more padding) and a first epoch
-    of compiling, while graph mode takes every shape at the same speed and
-    scored as well in the demo (docs/RESULTS.md). Not on PyTorch
-    (Keras's own "auto" there).
-    """
-    if setting == "auto":
-        return keras.backend.backend() == "jax"
-    if setting is True or setting is False:
-        return setting
-    raise ValueError(
-        f'`jit_compile` must be "auto", True or False. Received: jit_compile={setting!r}'
-    )
 
 
 def label_smoothing(config):
@@ -206,17 +171,11 @@ def train(config):
     if cache_dir:
         print(f"compiled XLA programs are cached in {cache_dir}")
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
-    # (epoch, path) of the checkpoint to continue from, or None.
-    resume_from = newest_good_checkpoint(checkpoint_dir) if config.resume else None
-    if resume_from:
-        check_resume(config)
+    resume_from = find_resume_point(config, RESUME_FIELDS)  # (epoch, path) or None
     train_pairs, valid_pairs, test_pairs = load_splits(config)
     print(f"corpus: {len(train_pairs)} train, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")
-    os.makedirs(config.run_dir, exist_ok=True)  # once the input is known good
-    if not resume_from:
-        with open(os.path.join(config.run_dir, RUN_CONFIG_FILE), "w") as f:
-            json.dump(dataclasses.asdict(config), f, indent=2)
+    save_run_config(config, resume_from)  # once the input is known good
     tokenizer = _tokenizer(config, train_pairs, resuming=bool(resume_from))
 
     # XLA compiles every new shape: give it one per length bucket.
@@ -264,36 +223,9 @@ def train(config):
 
 # What a resumed run must share with the run it continues: its data, its
 # vocabulary and model, and the settings the checkpoints already hold.
-RUN_CONFIG_FILE = "train_config.json"
 RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "preset",
                  "vocabulary_size", "max_length", "long_pairs", "dropout_rate",
                  "label_smoothing", "warmup_steps", "peak_learning_rate", "ema_momentum")
-
-
-def check_resume(config):
-    """Refuses (a `ValueError`, before any work) to resume a run whose
-    tokenizer is gone, since the checkpoints read its ids, or with settings
-    that differ from the run's saved ones in `RESUME_FIELDS`, which a
-    resumed run would otherwise ignore or apply to the wrong model."""
-    tokenizer = os.path.join(config.run_dir, TOKENIZER_FILE)
-    if not os.path.isfile(tokenizer):
-        raise ValueError(
-            f"cannot resume: {tokenizer} is missing, and the checkpoints were "
-            "trained on its token ids; restore it, or start a new run"
-        )
-    saved_path = os.path.join(config.run_dir, RUN_CONFIG_FILE)
-    if not os.path.isfile(saved_path):  # a run from before the file existed
-        return
-    with open(saved_path) as f:
-        saved = json.load(f)
-    changed = [f"--{name.replace('_', '-')} {getattr(config, name)!r} (the run's: "
-               f"{saved[name]!r})" for name in RESUME_FIELDS
-               if name in saved and saved[name] != getattr(config, name)]
-    if changed:
-        raise ValueError(
-            f"cannot resume {config.run_dir} with other settings: {'; '.join(changed)}. "
-            "Resume with the run's settings, or start a new run"
-        )
 
 
 def check_config(config):
@@ -340,28 +272,10 @@ def _fit(config, resume_from, vocabulary_size, train_data, valid_data, paralleli
          jit_compile):
     """Builds the model, or loads the newest checkpoint, and trains it with
     checkpoints, logs and the time budget; returns the model."""
-    checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
-    callbacks = [
-        AtomicCheckpoint(checkpoint_dir, keep=max(config.keep_checkpoints, config.average_last)),
-        keras.callbacks.TensorBoard(os.path.join(config.run_dir, "logs")),
-        keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
-                                  append=bool(resume_from)),
-        TimeBudget(config.max_minutes),
-    ]
-    with parallelism.scope():
-        if resume_from:
-            initial_epoch, path = resume_from
-            model = load_model_file(path)
-            model.jit_compile = jit_compile  # this run's backend, not the saver's
-            print(f"resuming from {path} (epoch {initial_epoch}, step "
-                  f"{int(model.optimizer.iterations)})")
-        else:
-            initial_epoch = 0
-            model = build_model(config, vocabulary_size, jit_compile)
-        model.fit(train_data, validation_data=valid_data, epochs=config.epochs,
-                  initial_epoch=initial_epoch, callbacks=callbacks, verbose=2,
-                  shuffle=False)  # the pipeline shuffles
-    return model
+    return fit_with_checkpoints(
+        config, resume_from, lambda: build_model(config, vocabulary_size, jit_compile),
+        train_data, valid_data, jit_compile,
+        keep=max(config.keep_checkpoints, config.average_last), scope=parallelism.scope())
 
 
 def _average(config, model, checkpoint_dir):

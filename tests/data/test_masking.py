@@ -4,7 +4,7 @@ the loss over the masked positions only."""
 import numpy as np
 import pytest
 
-from keras_transformer.data.masking import masked_lm_dataset, pack_pairs
+from keras_transformer.data.masking import masked_lm_dataset
 
 VOCABULARY, MASK = 1000, 4
 
@@ -91,14 +91,6 @@ def test_the_loss_reads_the_masked_positions_only():
         float(weighted(labels.numpy(), logits, sample_weight=w)) * w.size / w.sum(),
         expected, rtol=1e-5,
     )
-
-
-def test_pairs_are_packed_with_segments():
-    packed = pack_pairs([[5, 6, 7], [8]], [[9, 10], [11, 12, 13, 14, 15, 16]], max_length=8)
-    np.testing.assert_array_equal(packed["token_ids"], [[1, 5, 6, 7, 2, 9, 10, 2],
-                                                        [1, 8, 2, 11, 12, 13, 14, 2]])
-    np.testing.assert_array_equal(packed["segment_ids"], [[0, 0, 0, 0, 0, 1, 1, 1],
-                                                          [0, 0, 0, 1, 1, 1, 1, 1]])
 
 
 @pytest.mark.parametrize("kwargs, message", [

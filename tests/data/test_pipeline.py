@@ -5,6 +5,7 @@ from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import (
     STATIC_BUCKET_STEP,
     bucket_boundaries,
+    causal_lm_dataset,
     make_dataset,
     padding_efficiency,
 )
@@ -146,3 +147,40 @@ def test_padding_efficiency_on_the_embedded_corpus(tmp_path):
     dataset = make_dataset(pairs, tokenizer, tokens_per_batch=demo.tokens_per_batch,
                            max_length=demo.max_length, shuffle=False)
     assert padding_efficiency(dataset) >= 0.90
+
+
+def lm_rows(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(5, 300, size=rng.integers(1, 90)).tolist() for _ in range(n)]
+
+
+@pytest.mark.parametrize("static_shapes", [False, True])
+def test_causal_lm_batches_shift_each_row_by_one(static_shapes):
+    rows = lm_rows()
+    boundaries = bucket_boundaries(
+        64, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
+    seen = []
+    for inputs, labels in causal_lm_dataset(rows, tokens_per_batch=512, max_length=64,
+                                            seed=3, static_shapes=static_shapes):
+        ids, labels = inputs["token_ids"].numpy(), labels.numpy()
+        assert ids.shape == labels.shape and ids.shape[1] in boundaries
+        assert ids.shape[0] <= 512 // ids.shape[1]  # the token budget
+        for x, y in zip(ids, labels):
+            n = np.count_nonzero(y)
+            # inputs [bos] a b c, labels a b c [eos]; padding after both.
+            assert x[0] == BOS_ID and y[n - 1] == EOS_ID
+            np.testing.assert_array_equal(x[1:n], y[: n - 1])
+            assert not x[n:].any() and not y[n:].any()
+            seen.append(tuple(y[: n - 1]))
+        # The smallest boundary that holds the longest row.
+        longest = max(np.count_nonzero(y) for y in labels)
+        assert ids.shape[1] == min(b for b in boundaries if b >= longest)
+    # Every row exactly once an epoch, cut to max_length - 1 of its own ids.
+    assert sorted(seen) == sorted(tuple(r[:63]) for r in rows)
+
+
+def test_causal_lm_dataset_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="empty"):
+        causal_lm_dataset([])
+    with pytest.raises(ValueError, match="tokens_per_batch=64"):
+        causal_lm_dataset([[5]], tokens_per_batch=64, max_length=128)

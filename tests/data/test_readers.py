@@ -5,7 +5,7 @@ import lzma
 
 import pytest
 
-from keras_transformer.data.readers import read_corpus
+from keras_transformer.data.readers import read_corpus, read_texts
 
 PAIRS = [("Hello.", "Bonjour."), ("Thank you very much.", "Merci beaucoup.")]
 
@@ -120,3 +120,12 @@ def test_unknown_tfds_name(tmp_path, monkeypatch):
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
     with pytest.raises(ValueError, match="no_such_dataset_kt"):
         read_corpus("tfds:no_such_dataset_kt")
+
+
+def test_texts_one_a_line_with_empty_lines_counted(tmp_path):
+    path = tmp_path / "books.txt.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("Once upon a time.\r\n\n  \nThe end.  \n")
+    texts, report = read_texts(str(path))
+    assert texts == ["Once upon a time.", "The end."]
+    assert (report.read, report.kept, report.dropped_empty) == (4, 2, 2)

@@ -1,0 +1,93 @@
+"""What the language-model programs (`train-lm`, `pretrain-mlm`,
+`finetune`) share: their common settings, their texts and their
+tokenizer."""
+
+import dataclasses
+import os
+import random
+from typing import Literal
+
+from keras_transformer.checks import check_rate
+from keras_transformer.data.readers import read_texts
+from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
+from keras_transformer.training.runs import resolve_jit_compile
+from keras_transformer.training.train import load_splits
+
+# BERT's mask piece, at id 4 in every tokenizer these programs train, so
+# that a classifier trained from scratch reads the same ids as a pretrained
+# one.
+MASK_PIECE = "<mask>"
+
+# What a resumed run must share with the run it continues.
+RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "side",
+                 "preset", "vocabulary_size", "max_length", "dropout_rate",
+                 "warmup_steps", "peak_learning_rate", "pretrained")
+
+
+@dataclasses.dataclass
+class LanguageModelConfig:
+    """The settings every language-model program takes; each program's
+    config adds its own and its defaults (a few minutes on a 2-core CPU
+    with the shipped Bible corpus)."""
+
+    # "bible", "numbers", a parallel corpus as `train` reads it, or
+    # text:PATH, a file of one text a line.
+    corpus: str = "bible"
+    target_path: str | None = None  # the target file of a Moses pair
+    source_language: str = "en"
+    target_language: str = "fr"
+    run_dir: str = "runs/language_model"
+    preset: str = ""
+    vocabulary_size: int = 2000  # SentencePiece BPE, trained on the training split
+    max_length: int = 128  # tokens a row, special tokens included
+    epochs: int = 100
+    max_minutes: float = 5.0  # training time budget (0 = none)
+    warmup_steps: int = 200
+    peak_learning_rate: float = 1e-3  # caps the warmup schedule's peak
+    dropout_rate: float | None = None  # None = the preset's
+    keep_checkpoints: int = 2
+    resume: bool = False
+    # "auto": XLA on JAX only (see `runs.resolve_jit_compile`); True or False.
+    jit_compile: Literal["auto"] | bool = "auto"
+    seed: int = 0
+
+    def check(self):
+        """Fails on a bad setting before any work; returns `jit_compile`
+        as `model.compile` takes it."""
+        if self.dropout_rate is not None:
+            check_rate("dropout_rate", self.dropout_rate)
+        if self.max_length < 3:
+            raise ValueError(
+                f"`max_length` must be at least 3. Received: max_length={self.max_length}")
+        return resolve_jit_compile(self.jit_compile)
+
+
+def load_texts(config, side):
+    """`(train, valid, test)` lists of texts: the lines of a `text:PATH`
+    corpus (shuffled with the seed, 5% and at most 1,000 held out for each
+    of validation and test), or `side` ("source", "target" or "both") of
+    a parallel corpus's splits."""
+    if config.corpus.startswith("text:"):
+        texts, report = read_texts(config.corpus[len("text:"):])
+        print(report)
+        if len(texts) < 100:
+            raise ValueError(
+                f"{config.corpus}: {len(texts)} texts; at least 100 are needed.")
+        random.Random(config.seed).shuffle(texts)
+        held_out = min(1000, len(texts) // 20)
+        return texts[2 * held_out:], texts[:held_out], texts[held_out:2 * held_out]
+    sides = {"source": (0,), "target": (1,), "both": (0, 1)}
+    if side not in sides:
+        raise ValueError(
+            f"`side` must be one of source, target, both. Received: side={side!r}")
+    return tuple([pair[i] for i in sides[side] for pair in pairs]
+                 for pairs in load_splits(config))
+
+
+def run_tokenizer(config, texts, resuming):
+    """The run's tokenizer when resuming, else SentencePiece trained on
+    `texts` (with the mask piece at id 4), saved in the run directory."""
+    path = os.path.join(config.run_dir, TOKENIZER_FILE)
+    if resuming:
+        return load_tokenizer(path)
+    return train_tokenizer(texts, config.vocabulary_size, path, extra_pieces=(MASK_PIECE,))

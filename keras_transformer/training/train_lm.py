@@ -1,0 +1,133 @@
+"""`keras-transformer train-lm`: a causal language model (GPT) on a CPU.
+
+Texts -> SentencePiece -> length-bucketed tf.data -> `CausalLM.fit`
+(warmup schedule, Adam 0.9/0.98/1e-9) with per-epoch checkpoints ->
+perplexity on the held-out test texts -> sampled continuations ->
+`model.keras` + `tokenizer.model` + `results.json` in the run directory.
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Literal
+
+import keras
+
+from keras_transformer.data.pipeline import causal_lm_dataset, with_known_length
+from keras_transformer.data.tokenizer import detokenize, token_ids
+from keras_transformer.losses import LabelSmoothedCrossEntropy
+from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.models import CausalLM
+from keras_transformer.models.presets import CAUSAL_LM_PRESETS
+from keras_transformer.optimizers import transformer_adam
+from keras_transformer.special_tokens import BOS_ID, EOS_ID
+from keras_transformer.training.language_model_run import (
+    RESUME_FIELDS,
+    LanguageModelConfig,
+    load_texts,
+    run_tokenizer,
+)
+from keras_transformer.training.runs import find_resume_point, fit_with_checkpoints, save_run_config
+
+PROMPT_WORDS = 3  # a sample continues the first words of a test text
+
+
+@dataclasses.dataclass
+class CausalLMConfig(LanguageModelConfig):
+    """`train-lm`'s settings: the defaults train `gpt_mini` on the English
+    side of the shipped Bible corpus for five minutes."""
+
+    side: Literal["source", "target", "both"] = "source"
+    run_dir: str = "runs/gpt_bible_en"
+    preset: Literal[tuple(CAUSAL_LM_PRESETS)] = "gpt_mini"
+    tokens_per_batch: int = 4096
+    samples: int = 5  # continuations of test texts printed at the end
+    sample_tokens: int = 32  # new tokens a continuation
+    top_k: int = 10  # the continuations' sampler
+
+
+def build_causal_lm(config, vocabulary_size, jit_compile):
+    """The preset's `CausalLM`, compiled with the paper's optimizer, the
+    cross-entropy of real tokens, perplexity and next-token accuracy."""
+    import keras_hub  # its Perplexity: exp(mean cross-entropy) over all tokens seen
+
+    overrides = {"vocabulary_size": vocabulary_size}
+    if config.dropout_rate is not None:
+        overrides["dropout_rate"] = config.dropout_rate
+    model = CausalLM.from_preset(config.preset, **overrides)
+    model.compile(
+        optimizer=transformer_adam(model.d_model, config.warmup_steps,
+                                   peak=config.peak_learning_rate or None),
+        loss=LabelSmoothedCrossEntropy(epsilon=0.0),
+        metrics=[keras_hub.metrics.Perplexity(from_logits=True, mask_token_id=0),
+                 MaskedAccuracy()],
+        jit_compile=jit_compile,
+    )
+    return model
+
+
+def continue_texts(model, tokenizer, prompts, new_tokens=32, top_k=10, seed=0):
+    """Each prompt text continued by up to `new_tokens` tokens, drawn from
+    the `top_k` likeliest (keras-hub's `TopKSampler`); returns the texts,
+    prompts included."""
+    import keras_hub
+
+    rows = [[BOS_ID] + ids for ids in token_ids(tokenizer, prompts)]
+    length = min(model.max_length, max(map(len, rows)) + new_tokens)
+    rows = [row[: length - 1] for row in rows]
+    sampler = keras_hub.samplers.TopKSampler(k=top_k, seed=seed)
+    output = model.generate(rows, max_length=length, sampler=sampler)
+    texts = []
+    for row in output:
+        ids = [int(t) for t in row[1:]]  # without bos
+        texts.append(ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids)
+    return detokenize(tokenizer, [[t for t in ids if t] for ids in texts])
+
+
+def train_lm(config):
+    """Runs the program; returns a dict of results."""
+    keras.utils.set_random_seed(config.seed)
+    jit_compile = config.check()
+    resume_from = find_resume_point(config, RESUME_FIELDS)
+    train_texts, valid_texts, test_texts = load_texts(config, config.side)
+    print(f"corpus: {len(train_texts)} train, {len(valid_texts)} valid, "
+          f"{len(test_texts)} test texts")
+    save_run_config(config, resume_from)
+    tokenizer = run_tokenizer(config, train_texts, bool(resume_from))
+    vocabulary_size = int(tokenizer.vocabulary_size())
+    static_shapes = jit_compile is True and keras.backend.backend() != "torch"
+
+    def dataset(texts, shuffle):
+        return with_known_length(causal_lm_dataset(
+            token_ids(tokenizer, texts), config.tokens_per_batch, config.max_length,
+            shuffle, config.seed, static_shapes))
+
+    start = time.monotonic()
+    model = fit_with_checkpoints(
+        config, resume_from, lambda: build_causal_lm(config, vocabulary_size, jit_compile),
+        dataset(train_texts, True), dataset(valid_texts, False), jit_compile,
+        keep=config.keep_checkpoints)
+    minutes = (time.monotonic() - start) / 60.0
+    test = model.evaluate(dataset(test_texts, False), return_dict=True, verbose=0)
+    prompts = [" ".join(t.split()[:PROMPT_WORDS]) for t in test_texts[: config.samples]]
+    samples = continue_texts(model, tokenizer, prompts, config.sample_tokens, config.top_k,
+                             config.seed) if prompts else []
+    model.save(os.path.join(config.run_dir, "model.keras"))
+    results = {
+        "test_perplexity": float(test["perplexity"]),
+        "test_next_token_accuracy": float(test["masked_accuracy"]),
+        "test_texts": len(test_texts), "training_minutes": minutes,
+        "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
+        "backend": keras.backend.backend(), "jit_compile": jit_compile,
+        "parameters": model.count_params(),
+        "samples": [{"prompt": p, "continuation": s} for p, s in zip(prompts, samples)],
+    }
+    with open(os.path.join(config.run_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    print(f"test perplexity {results['test_perplexity']:.2f}, next-token accuracy "
+          f"{results['test_next_token_accuracy']:.1%} on {len(test_texts)} texts, "
+          f"after {minutes:.1f} minutes ({results['steps']} steps)")
+    for sample in results["samples"]:
+        print(f"  {sample['prompt']!r} -> {sample['continuation']}")
+    return results
