@@ -22,6 +22,15 @@ NOTEBOOKS = {
     "quickstart.ipynb": ("TRAIN_STEPS = 30\nVOCABULARY_SIZE = 500\n"
                          "TOKENS_PER_BATCH = 1024\nTEST_SENTENCES = 2", 2),
     "paper_tour.ipynb": ('COPY_TASK_STEPS = 128\nTABLE3_ROWS = ["base", "A1", "E"]', 2),
+    # 1,500 number and date pairs instead of the Bible, tiny presets, a few
+    # seconds a program.
+    "language_models.ipynb": (
+        "from keras_transformer.data.corpora import numbers_and_dates\n"
+        "with open('pairs.tsv', 'w') as f:\n"
+        "    f.writelines(f'{en}\\t{fr}\\n' for en, fr in numbers_and_dates(size=1500))\n"
+        "CORPUS = 'pairs.tsv'\nLM_PRESET, BERT_PRESET = 'gpt_tiny', 'bert_tiny'\n"
+        "LM_MINUTES = PRETRAIN_MINUTES = FINETUNE_MINUTES = 0.05\n"
+        "SETTINGS = dict(vocabulary_size=300, max_length=32, epochs=1)\nRUNS = 'runs'", 2),
 }
 
 

@@ -34,11 +34,13 @@ class CorpusReport:
     kept: int = 0
     dropped_empty: int = 0
     dropped_too_long: int = 0
+    texts: bool = False  # a monolingual corpus: texts, not pairs
 
     def __str__(self):
+        unit, empty = ("texts", "empty") if self.texts else ("pairs", "empty side")
         return (
-            f"{self.path}: {self.read} pairs read, {self.kept} kept, "
-            f"{self.dropped_empty} dropped (empty side), "
+            f"{self.path}: {self.read} {unit} read, {self.kept} kept, "
+            f"{self.dropped_empty} dropped ({empty}), "
             f"{self.dropped_too_long} dropped (too long)"
         )
 
@@ -74,7 +76,7 @@ def read_texts(path):
         `(texts, report)`: a list of strings and a `CorpusReport` counting
         the empty lines dropped.
     """
-    report = CorpusReport(path)
+    report = CorpusReport(path, texts=True)
     texts = []
     for _, line in read_lines(path):
         report.read += 1

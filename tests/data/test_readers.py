@@ -129,3 +129,4 @@ def test_texts_one_a_line_with_empty_lines_counted(tmp_path):
     texts, report = read_texts(str(path))
     assert texts == ["Once upon a time.", "The end."]
     assert (report.read, report.kept, report.dropped_empty) == (4, 2, 2)
+    assert str(report).endswith(": 4 texts read, 2 kept, 2 dropped (empty), 0 dropped (too long)")
