@@ -49,10 +49,9 @@ class FinetuneConfig(LanguageModelConfig):
     # None trains the preset's encoder from scratch, with a new tokenizer.
     pretrained: str | None = None
     run_dir: str = "runs/bert_pairs"
-    preset: Literal[tuple(ENCODER_PRESETS)] = "bert_mini"  # from scratch only
+    preset: Literal[tuple(ENCODER_PRESETS)] = "bert_tiny"  # from scratch only
     max_minutes: float = 2.0
     batch_size: int = 32
-    peak_learning_rate: float = 3e-4
 
     def check(self):
         check_positive_int("batch_size", self.batch_size)

@@ -76,7 +76,8 @@ def test_lm_perplexity_is_the_exp_of_the_mean_token_loss(lm_run):
         count += int((labels > 0).sum())
     assert count == sum(len(r) + 1 for r in test)  # every token and eos, no padding
     np.testing.assert_allclose(second["test_perplexity"], np.exp(nll / count), rtol=1e-4)
-    # Measured on torch: 4.6 against the unigram model's 37.
+    # Measured on torch: 7.1 after 108 steps; a model that ignores context
+    # scores the unigram perplexity.
     assert second["test_perplexity"] < 0.25 * unigram_perplexity(train, test)
 
 
@@ -86,7 +87,6 @@ def test_lm_samples_continue_their_prompts(lm_run):
     assert len(samples) == config.samples
     for sample in samples:
         assert sample["continuation"].startswith(sample["prompt"])
-    print(samples)
 
 
 def test_generate_continues_each_line(lm_run, tmp_path, capsys):
@@ -98,7 +98,6 @@ def test_generate_continues_each_line(lm_run, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("three hundred") and lines[1].startswith("March 5,")
-    print(lines)
 
 
 def test_lm_resume_refuses_another_side(lm_run, capsys):
@@ -107,7 +106,6 @@ def test_lm_resume_refuses_another_side(lm_run, capsys):
                      config.corpus, "--side", "target", "--preset", "gpt_tiny"]) == 2
     error = capsys.readouterr().err
     assert "--side 'target' (the run's: 'source')" in error
-    print(error)
 
 
 def test_lm_file_loads_in_a_fresh_process(lm_run):
@@ -144,7 +142,6 @@ def test_mlm_beats_the_most_frequent_token(mlm_run):
     counts = collections.Counter(t for row in train for t in row)
     # Predicting the commonest token at every masked slot scores its share.
     baseline = counts.most_common(1)[0][1] / sum(counts.values())
-    print(results, baseline)
     assert results["test_masked_accuracy"] > 2 * baseline
     saved = load_model_file(os.path.join(config.run_dir, "model.keras"))
     assert type(saved).__name__ == "MaskedLM"
