@@ -10,7 +10,6 @@ accuracy on the held-out test pairs -> `model.keras` + `tokenizer.model`
 """
 
 import dataclasses
-import json
 import os
 import shutil
 import time
@@ -33,10 +32,15 @@ from keras_transformer.optimizers import transformer_adam
 from keras_transformer.training.language_model_run import (
     RESUME_FIELDS,
     LanguageModelConfig,
-    load_texts,
     run_tokenizer,
+    sides,
 )
-from keras_transformer.training.runs import find_resume_point, fit_with_checkpoints, save_run_config
+from keras_transformer.training.runs import (
+    find_resume_point,
+    fit_with_checkpoints,
+    save_results,
+    save_run_config,
+)
 from keras_transformer.training.train import load_splits
 
 
@@ -71,10 +75,8 @@ def build_classifier(config, vocabulary_size, jit_compile):
         encoder = load_model_file(os.path.join(config.pretrained, "model.keras"),
                                   compile=False).encoder
     else:
-        overrides = {"vocabulary_size": vocabulary_size}
-        if config.dropout_rate is not None:
-            overrides["dropout_rate"] = config.dropout_rate
-        encoder = BidirectionalEncoder.from_preset(config.preset, **overrides)
+        encoder = BidirectionalEncoder.from_preset(
+            config.preset, **config.preset_overrides(vocabulary_size))
     model = SequenceClassifier(encoder, num_classes=2, dropout_rate=config.dropout_rate)
     model.compile(
         optimizer=transformer_adam(encoder.d_model, config.warmup_steps,
@@ -99,7 +101,7 @@ def finetune(config):
     if config.pretrained is not None and not resume_from:
         shutil.copyfile(os.path.join(config.pretrained, TOKENIZER_FILE), tokenizer_path)
     # The tokenizer pretrain-mlm trains on these texts, for a fair comparison.
-    tokenizer = run_tokenizer(config, load_texts(config, "both")[0],
+    tokenizer = run_tokenizer(config, sides(splits[0], "both"),
                               resuming=bool(resume_from) or config.pretrained is not None)
 
     def dataset(pairs, shuffle, seed):
@@ -119,16 +121,10 @@ def finetune(config):
         train_data, valid_data, jit_compile, keep=config.keep_checkpoints)
     minutes = (time.monotonic() - start) / 60.0
     test = model.evaluate(test_data, return_dict=True, verbose=0)
-    model.save(os.path.join(config.run_dir, "model.keras"))
-    results = {
+    results = save_results(config, model, {
         "test_accuracy": float(test["accuracy"]), "test_examples": 2 * len(splits[2]),
-        "pretrained": config.pretrained, "training_minutes": minutes,
-        "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
-        "backend": keras.backend.backend(), "jit_compile": jit_compile,
-        "parameters": model.count_params(),
-    }
-    with open(os.path.join(config.run_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+        "pretrained": config.pretrained,
+    }, jit_compile, minutes)
     print(f"test accuracy {results['test_accuracy']:.1%} on {results['test_examples']} "
           f"examples (half of them translations), after {minutes:.1f} minutes "
           f"({results['steps']} steps)")

@@ -61,6 +61,14 @@ class LanguageModelConfig:
                 f"`max_length` must be at least 3. Received: max_length={self.max_length}")
         return resolve_jit_compile(self.jit_compile)
 
+    def preset_overrides(self, vocabulary_size):
+        """The constructor arguments that replace the preset's: the
+        tokenizer's vocabulary, and `dropout_rate` if set."""
+        overrides = {"vocabulary_size": vocabulary_size}
+        if self.dropout_rate is not None:
+            overrides["dropout_rate"] = self.dropout_rate
+        return overrides
+
 
 def load_texts(config, side):
     """`(train, valid, test)` lists of texts: the lines of a `text:PATH`
@@ -76,12 +84,16 @@ def load_texts(config, side):
         random.Random(config.seed).shuffle(texts)
         held_out = min(1000, len(texts) // 20)
         return texts[2 * held_out:], texts[:held_out], texts[held_out:2 * held_out]
-    sides = {"source": (0,), "target": (1,), "both": (0, 1)}
-    if side not in sides:
+    return tuple(sides(pairs, side) for pairs in load_splits(config))
+
+
+def sides(pairs, side):
+    """The sources, the targets, or ("both") the sources then the targets."""
+    columns = {"source": (0,), "target": (1,), "both": (0, 1)}
+    if side not in columns:
         raise ValueError(
             f"`side` must be one of source, target, both. Received: side={side!r}")
-    return tuple([pair[i] for i in sides[side] for pair in pairs]
-                 for pairs in load_splits(config))
+    return [pair[i] for i in columns[side] for pair in pairs]
 
 
 def run_tokenizer(config, texts, resuming):

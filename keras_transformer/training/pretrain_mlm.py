@@ -8,8 +8,6 @@ directory; `finetune --pretrained RUN_DIR` continues from there.
 """
 
 import dataclasses
-import json
-import os
 import time
 import warnings
 from typing import Literal
@@ -32,7 +30,12 @@ from keras_transformer.training.language_model_run import (
     load_texts,
     run_tokenizer,
 )
-from keras_transformer.training.runs import find_resume_point, fit_with_checkpoints, save_run_config
+from keras_transformer.training.runs import (
+    find_resume_point,
+    fit_with_checkpoints,
+    save_results,
+    save_run_config,
+)
 
 
 @dataclasses.dataclass
@@ -58,10 +61,7 @@ def build_masked_lm(config, vocabulary_size, jit_compile):
     """The preset's `MaskedLM`, compiled with the paper's optimizer, the
     cross-entropy of the masked tokens and their accuracy (empty
     prediction slots have label 0, which both ignore)."""
-    overrides = {"vocabulary_size": vocabulary_size}
-    if config.dropout_rate is not None:
-        overrides["dropout_rate"] = config.dropout_rate
-    model = MaskedLM.from_preset(config.preset, **overrides)
+    model = MaskedLM.from_preset(config.preset, **config.preset_overrides(vocabulary_size))
     # BERT trained the pooler with next-sentence prediction, which this
     # objective leaves out: its weights get no gradient, as expected.
     warnings.filterwarnings("ignore", "Gradients do not exist for variables .'pooler/")
@@ -101,17 +101,10 @@ def pretrain_mlm(config):
         keep=config.keep_checkpoints)
     minutes = (time.monotonic() - start) / 60.0
     test = model.evaluate(dataset(test_texts, False), return_dict=True, verbose=0)
-    model.save(os.path.join(config.run_dir, "model.keras"))
-    results = {
+    results = save_results(config, model, {
         "test_masked_accuracy": float(test["masked_accuracy"]),
         "test_loss": float(test["loss"]), "test_texts": len(test_texts),
-        "training_minutes": minutes,
-        "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
-        "backend": keras.backend.backend(), "jit_compile": jit_compile,
-        "parameters": model.count_params(),
-    }
-    with open(os.path.join(config.run_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    }, jit_compile, minutes)
     print(f"test masked-token accuracy {results['test_masked_accuracy']:.1%} "
           f"(loss {results['test_loss']:.3f}) on {len(test_texts)} texts, after "
           f"{minutes:.1f} minutes ({results['steps']} steps)")

@@ -98,6 +98,22 @@ def save_run_config(config, resume_from):
             json.dump(dataclasses.asdict(config), f, indent=2)
 
 
+def save_results(config, model, results, jit_compile, minutes):
+    """Saves `model.keras` and `results.json` in the run directory:
+    `results` plus what every run records (training time, steps, backend,
+    XLA, weights); returns the whole dict."""
+    model.save(os.path.join(config.run_dir, "model.keras"))
+    results = {
+        **results, "training_minutes": minutes,
+        "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
+        "backend": keras.backend.backend(), "jit_compile": jit_compile,
+        "parameters": model.count_params(),
+    }
+    with open(os.path.join(config.run_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    return results
+
+
 def fit_with_checkpoints(config, resume_from, build, train_data, valid_data,
                          jit_compile, keep, scope=None):
     """Builds the model (`build()`), or loads the checkpoint `resume_from`,

@@ -7,8 +7,6 @@ perplexity on the held-out test texts -> sampled continuations ->
 """
 
 import dataclasses
-import json
-import os
 import time
 from typing import Literal
 
@@ -28,7 +26,12 @@ from keras_transformer.training.language_model_run import (
     load_texts,
     run_tokenizer,
 )
-from keras_transformer.training.runs import find_resume_point, fit_with_checkpoints, save_run_config
+from keras_transformer.training.runs import (
+    find_resume_point,
+    fit_with_checkpoints,
+    save_results,
+    save_run_config,
+)
 
 PROMPT_WORDS = 3  # a sample continues the first words of a test text
 
@@ -52,10 +55,7 @@ def build_causal_lm(config, vocabulary_size, jit_compile):
     cross-entropy of real tokens, perplexity and next-token accuracy."""
     import keras_hub  # its Perplexity: exp(mean cross-entropy) over all tokens seen
 
-    overrides = {"vocabulary_size": vocabulary_size}
-    if config.dropout_rate is not None:
-        overrides["dropout_rate"] = config.dropout_rate
-    model = CausalLM.from_preset(config.preset, **overrides)
+    model = CausalLM.from_preset(config.preset, **config.preset_overrides(vocabulary_size))
     model.compile(
         optimizer=transformer_adam(model.d_model, config.warmup_steps,
                                    peak=config.peak_learning_rate or None),
@@ -113,18 +113,12 @@ def train_lm(config):
     prompts = [" ".join(t.split()[:PROMPT_WORDS]) for t in test_texts[: config.samples]]
     samples = continue_texts(model, tokenizer, prompts, config.sample_tokens, config.top_k,
                              config.seed) if prompts else []
-    model.save(os.path.join(config.run_dir, "model.keras"))
-    results = {
+    results = save_results(config, model, {
         "test_perplexity": float(test["perplexity"]),
         "test_next_token_accuracy": float(test["masked_accuracy"]),
-        "test_texts": len(test_texts), "training_minutes": minutes,
-        "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
-        "backend": keras.backend.backend(), "jit_compile": jit_compile,
-        "parameters": model.count_params(),
+        "test_texts": len(test_texts),
         "samples": [{"prompt": p, "continuation": s} for p, s in zip(prompts, samples)],
-    }
-    with open(os.path.join(config.run_dir, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    }, jit_compile, minutes)
     print(f"test perplexity {results['test_perplexity']:.2f}, next-token accuracy "
           f"{results['test_next_token_accuracy']:.1%} on {len(test_texts)} texts, "
           f"after {minutes:.1f} minutes ({results['steps']} steps)")
