@@ -4,9 +4,11 @@
 Run once per backend (KERAS_BACKEND=...). Each comparison runs both sides
 in the same process, with the same threads, alternating, after a
 compile/warm-up call, and reports the median ratio with its min and max.
-`--readme PATH` also writes the table into that Markdown file (the
+`--readme PATH` also writes the tables into that Markdown file (the
 project's is docs/RESULTS.md), between the lines
-`<!-- benchmarks:BACKEND -->` and `<!-- /benchmarks:BACKEND -->`.
+`<!-- benchmarks:BACKEND -->` and `<!-- /benchmarks:BACKEND -->` for the
+translator's suites, and `<!-- benchmarks:BACKEND:language_models -->`
+... for the language models'.
 """
 
 import argparse
@@ -100,17 +102,16 @@ def table(results):
     return "\n".join(lines + [""] + notes)
 
 
-def write_readme(path, text):
-    """Replaces the block between this backend's markers in `path`."""
-    backend = keras.backend.backend()
-    start, end = f"<!-- benchmarks:{backend} -->", f"<!-- /benchmarks:{backend} -->"
+def write_readme(path, text, block):
+    """Replaces the block between the lines `<!-- benchmarks:BLOCK -->` and
+    `<!-- /benchmarks:BLOCK -->` in `path` by `text`."""
+    start, end = f"<!-- benchmarks:{block} -->", f"<!-- /benchmarks:{block} -->"
     with open(path, encoding="utf-8") as f:
         readme = f.read()
     if start not in readme or end not in readme:
         raise ValueError(f"{path} has no {start} ... {end} block to write into.")
-    block = f"{start}\n{text}\n{end}"
-    readme = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, readme,
-                    flags=re.S)
+    readme = re.sub(re.escape(start) + ".*?" + re.escape(end),
+                    lambda _: f"{start}\n{text}\n{end}", readme, flags=re.S)
     with open(path, "w", encoding="utf-8") as f:
         f.write(readme)
 
@@ -134,10 +135,16 @@ def main(argv=None):
             module = importlib.import_module(f"benchmarks.{suite}")
             results[suite] = module.run(rounds=args.rounds,
                                         **(SMALL[suite] if args.small else {}))
-    text = table(results)
-    print(text)
-    if args.readme:
-        write_readme(args.readme, text)
+    # The translator's suites and the language models' have a table each.
+    backend = keras.backend.backend()
+    for block, suites in ((backend, set(SUITES) - {"language_models"}),
+                          (f"{backend}:language_models", {"language_models"})):
+        group = {k: v for k, v in results.items() if k in suites}
+        if group:
+            text = table(group)
+            print(text)
+            if args.readme:
+                write_readme(args.readme, text, block)
     return results
 
 

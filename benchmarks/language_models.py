@@ -2,7 +2,10 @@
 
 - Training step: our `CausalLM` against keras-hub's `GPT2CausalLM`, and
   our `MaskedLM` against keras-hub's `BertMaskedLM`, each pair with the
-  same sizes, optimizer, loss and batches.
+  same sizes, optimizer and batches, each with the loss its package trains
+  with: ours `LabelSmoothedCrossEntropy(0)` (as `train-lm` and
+  `pretrain-mlm` compile it), keras-hub's Keras'
+  `SparseCategoricalCrossentropy` (padding ignored).
 - Generation: `CausalLM.generate` against `GPT2CausalLM.generate`, the same
   greedy sampler, prompts and output length, no stop token, so both run
   every step.
@@ -40,9 +43,11 @@ def _token_batches(count, batch, length, vocabulary_size, seed=0):
 
 
 def _compile(model):
+    ours = isinstance(model, (kt.CausalLM, kt.MaskedLM))
     model.compile(
         optimizer=keras.optimizers.Adam(**ADAM),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+        loss=kt.LabelSmoothedCrossEntropy(0.0) if ours else
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
         jit_compile=keras.backend.backend() != "torch",
     )
     return model
@@ -58,14 +63,17 @@ def _trainer(model, inputs_of):
     return run
 
 
+def _hub_sizes(sizes):
+    """Our sizes as keras-hub's backbones name them."""
+    return dict(vocabulary_size=sizes["vocabulary_size"], num_layers=sizes["num_layers"],
+                num_heads=sizes["num_heads"], hidden_dim=sizes["d_model"],
+                intermediate_dim=sizes["d_ff"], max_sequence_length=sizes["max_length"])
+
+
 def _gpt2(sizes):
     import keras_hub
 
-    return keras_hub.models.GPT2Backbone(
-        vocabulary_size=sizes["vocabulary_size"], num_layers=sizes["num_layers"],
-        num_heads=sizes["num_heads"], hidden_dim=sizes["d_model"],
-        intermediate_dim=sizes["d_ff"], max_sequence_length=sizes["max_length"],
-    )
+    return keras_hub.models.GPT2Backbone(**_hub_sizes(sizes))
 
 
 def causal_lm_training(sizes, batches, rounds):
@@ -89,11 +97,7 @@ def masked_lm_training(sizes, batches, rounds, seed=0):
     import keras_hub
 
     ours = _compile(kt.MaskedLM(kt.BidirectionalEncoder(**sizes)))
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=sizes["vocabulary_size"], num_layers=sizes["num_layers"],
-        num_heads=sizes["num_heads"], hidden_dim=sizes["d_model"],
-        intermediate_dim=sizes["d_ff"], max_sequence_length=sizes["max_length"],
-    )
+    backbone = keras_hub.models.BertBackbone(**_hub_sizes(sizes))
     theirs = _compile(keras_hub.models.BertMaskedLM(backbone, preprocessor=None))
     # 15% of the positions, inside every row's real tokens, the same for
     # both sides and every batch (the masking itself is not timed).

@@ -10,6 +10,7 @@ the language models' `train-lm | generate | pretrain-mlm | finetune`.
     echo "Once upon" | keras-transformer generate runs/gpt
     keras-transformer pretrain-mlm --run-dir runs/bert
     keras-transformer finetune --pretrained runs/bert --run-dir runs/pairs
+    keras-transformer finetune --corpus labelled:reviews.tsv --pretrained runs/bert
 """
 
 import argparse
@@ -73,13 +74,19 @@ def _value_parser(annotation, check=None):
     return parse
 
 
-# command -> (the module of its program, its config class, its function)
+# command -> (the module of its program, its config class, its function,
+# its help line)
 PROGRAMS = {
-    "train": ("keras_transformer.training.train", "TrainConfig", "train"),
-    "train-lm": ("keras_transformer.training.train_lm", "CausalLMConfig", "train_lm"),
+    "train": ("keras_transformer.training.train", "TrainConfig", "train",
+              "train a translator (the paper's recipe)"),
+    "train-lm": ("keras_transformer.training.train_lm", "CausalLMConfig", "train_lm",
+                 "train a causal language model (GPT)"),
     "pretrain-mlm": ("keras_transformer.training.pretrain_mlm", "MaskedLMConfig",
-                     "pretrain_mlm"),
-    "finetune": ("keras_transformer.training.finetune", "FinetuneConfig", "finetune"),
+                     "pretrain_mlm",
+                     "pretrain an encoder with masked language modelling (BERT)"),
+    "finetune": ("keras_transformer.training.finetune", "FinetuneConfig", "finetune",
+                 "train a classifier on labelled examples or translation pairs, "
+                 "pretrained or from scratch"),
 }
 
 
@@ -87,7 +94,7 @@ def _program(command):
     """`(config class, function)` of a training command."""
     import importlib
 
-    module, config, function = PROGRAMS[command]
+    module, config, function, _ = PROGRAMS[command]
     module = importlib.import_module(module)
     return getattr(module, config), getattr(module, function)
 
@@ -215,11 +222,7 @@ def build_parser():
     parser = Parser(prog=PROG, description=__doc__, parents=[debug],
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    helps = {"train": "train a translator (the paper's recipe)",
-             "train-lm": "train a causal language model (GPT)",
-             "pretrain-mlm": "pretrain an encoder with masked language modelling (BERT)",
-             "finetune": "train a translation-pair classifier, pretrained or from scratch"}
-    for command, text in helps.items():
+    for command, (*_, text) in PROGRAMS.items():
         _add_train_arguments(commands.add_parser(command, parents=[debug], help=text), command)
     translate = commands.add_parser("translate", parents=[debug],
                                     help="translate stdin or a file, a line at a time")

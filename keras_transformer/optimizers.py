@@ -2,10 +2,13 @@
 
 import keras
 
+from keras_transformer.checks import check_positive_int
 from keras_transformer.schedules.warmup_schedule import WarmupSchedule
 
 
-def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None, **kwargs):
+def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
+                     gradient_accumulation_steps=1, use_ema=False, ema_momentum=0.99,
+                     **kwargs):
     """Adam with beta1=0.9, beta2=0.98, epsilon=1e-9 and the warmup schedule.
 
     Args:
@@ -15,19 +18,30 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None, **kwargs)
         scale: float, a multiplier on the learning rate.
         peak: float, if given, the rate at the end of warmup (the scale is
             derived from it; see `WarmupSchedule.from_peak`).
+        gradient_accumulation_steps: int, batches whose mean gradient makes
+            one update (1: every batch updates). The schedule counts
+            updates, as the paper's steps.
+        use_ema, ema_momentum: a moving average of the weights that keeps
+            `ema_momentum` of itself per update. Keras moves it after every
+            batch, so under accumulation it gets the N-th root.
         **kwargs: passed to `keras.optimizers.Adam` (e.g. `clipnorm`).
 
     Returns:
         A `keras.optimizers.Adam`.
     """
+    check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+    n = gradient_accumulation_steps
     if peak is None:
-        schedule = WarmupSchedule(d_model, warmup_steps, scale)
+        schedule = WarmupSchedule(d_model, warmup_steps, scale, steps_per_update=n)
     else:
-        schedule = WarmupSchedule.from_peak(d_model, warmup_steps, peak)
+        schedule = WarmupSchedule.from_peak(d_model, warmup_steps, peak, steps_per_update=n)
     return keras.optimizers.Adam(
         learning_rate=schedule,
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,
+        gradient_accumulation_steps=n if n > 1 else None,
+        use_ema=use_ema,
+        ema_momentum=ema_momentum ** (1.0 / n),
         **kwargs,
     )

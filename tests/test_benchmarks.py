@@ -95,7 +95,9 @@ def test_language_model_benchmark_runs_on_this_backend():
 def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     # Once, on PyTorch (the fastest to start): every suite, tiny sizes.
     readme = tmp_path / "README.md"
-    readme.write_text("before\n<!-- benchmarks:torch -->\nold\n<!-- /benchmarks:torch -->\nafter\n")
+    readme.write_text("before\n<!-- benchmarks:torch -->\nold\n<!-- /benchmarks:torch -->\n"
+                      "between\n<!-- benchmarks:torch:language_models -->\nold\n"
+                      "<!-- /benchmarks:torch:language_models -->\nafter\n")
     env = dict(os.environ, KERAS_BACKEND="torch")
     done = subprocess.run([sys.executable, "-m", "benchmarks", "--small", "--rounds", "1",
                            "--readme", str(readme)], env=env, capture_output=True, text=True,
@@ -113,7 +115,15 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
         assert re.search(row, text), (a, b)
     for note in ("tokens/s", "FLOPs utilisation", "compile time", "padding efficiency"):
         assert note in text
+    # Two tables: the translator's suites, then the language models'.
     written = readme.read_text()
-    assert written.startswith("before\n<!-- benchmarks:torch -->\n| torch |")
-    assert written.endswith("<!-- /benchmarks:torch -->\nafter\n") and "old" not in written
-    assert text.strip() in written
+    translator, _, language_models = written.partition("between\n")
+    assert translator.startswith("before\n<!-- benchmarks:torch -->\n| torch |")
+    assert translator.endswith("<!-- /benchmarks:torch -->\n")
+    assert "GPT2CausalLM" not in translator and "BART" in translator
+    assert language_models.startswith(
+        "<!-- benchmarks:torch:language_models -->\n| torch |")
+    assert language_models.endswith("<!-- /benchmarks:torch:language_models -->\nafter\n")
+    assert "GPT2CausalLM" in language_models and "old" not in written
+    tables = text.split("| torch | A |")[1:]
+    assert len(tables) == 2 and all(f"| torch | A |{t.rstrip()}\n" in written for t in tables)

@@ -6,6 +6,8 @@ Formats:
 - JSONL: one object a line, with keys `source`/`target` or the two
   language codes (`{"en": ..., "fr": ...}`).
 - Text (for the language models, `read_texts`): one text a line.
+- Labelled (for `finetune`, `read_labelled`): `label<TAB>text` or
+  `label<TAB>text<TAB>second text` a line.
 - TensorFlow Datasets: `tfds:NAME[/CONFIG][:SPLIT]`, only if already in the
   local TFDS data directory (nothing is ever downloaded).
 
@@ -34,12 +36,12 @@ class CorpusReport:
     kept: int = 0
     dropped_empty: int = 0
     dropped_too_long: int = 0
-    texts: bool = False  # a monolingual corpus: texts, not pairs
+    unit: str = "pairs"  # what a line holds: pairs, texts or examples
 
     def __str__(self):
-        unit, empty = ("texts", "empty") if self.texts else ("pairs", "empty side")
+        empty = "empty side" if self.unit == "pairs" else "empty"
         return (
-            f"{self.path}: {self.read} {unit} read, {self.kept} kept, "
+            f"{self.path}: {self.read} {self.unit} read, {self.kept} kept, "
             f"{self.dropped_empty} dropped ({empty}), "
             f"{self.dropped_too_long} dropped (too long)"
         )
@@ -76,7 +78,7 @@ def read_texts(path):
         `(texts, report)`: a list of strings and a `CorpusReport` counting
         the empty lines dropped.
     """
-    report = CorpusReport(path, texts=True)
+    report = CorpusReport(path, unit="texts")
     texts = []
     for _, line in read_lines(path):
         report.read += 1
@@ -86,6 +88,39 @@ def read_texts(path):
             report.dropped_empty += 1
     report.kept = len(texts)
     return texts, report
+
+
+def read_labelled(path):
+    """Labelled examples for a classifier: `label<TAB>text` (one sentence)
+    or `label<TAB>text<TAB>second text` (a pair) a line, every line the
+    same form; a label is any string.
+
+    Returns:
+        `(examples, report)`: a list of `(label, texts)` with `texts` a
+        tuple of one or two strings, and a `CorpusReport` counting the
+        lines dropped for an empty field.
+    """
+    report = CorpusReport(path, unit="examples")
+    examples, width = [], None
+    for number, line in read_lines(path):
+        report.read += 1
+        fields = [field.strip() for field in line.split("\t")]
+        if not line.strip():
+            report.dropped_empty += 1
+            continue
+        if len(fields) not in (2, 3) or (width and len(fields) != width):
+            expected = ("'label<TAB>text' or 'label<TAB>text<TAB>text'" if width is None
+                        else f"{width - 1} text(s) after the label, as on the first line")
+            raise ValueError(
+                f"{path}, line {number}: expected {expected}; found {len(fields) - 1} "
+                f"tab(s) in {line[:60]!r}")
+        width = len(fields)
+        if all(fields):
+            examples.append((fields[0], tuple(fields[1:])))
+        else:
+            report.dropped_empty += 1
+    report.kept = len(examples)
+    return examples, report
 
 
 def _tsv_pairs(path):

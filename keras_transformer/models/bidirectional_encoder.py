@@ -13,7 +13,7 @@ from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
-from keras_transformer.models.block_stack import apply_blocks, embed
+from keras_transformer.models.block_stack import apply_blocks, build_stack, embed
 from keras_transformer.models.model_base import ModelBase
 from keras_transformer.models.presets import ENCODER_PRESETS
 from keras_transformer.special_tokens import PAD_ID
@@ -114,21 +114,12 @@ class BidirectionalEncoder(ModelBase):
             epsilon=layer_norm_epsilon, name="embedding_norm", dtype=dtype
         )
         self.embedding_dropout = Dropout(dropout_rate, name="embedding_dropout", dtype=dtype)
-        self.blocks = [
-            EncoderBlock(
-                num_heads=num_heads, key_dim=key_dim, d_ff=d_ff,
-                dropout_rate=dropout_rate, norm_first=norm_first,
-                layer_norm_epsilon=layer_norm_epsilon,
-                attention_dropout=attention_dropout, activation=activation,
-                name=f"block_{i}", dtype=dtype,
-            )
-            for i in range(num_layers)
-        ]
-        self.final_norm = None
-        if norm_first:
-            self.final_norm = keras.layers.LayerNormalization(
-                epsilon=layer_norm_epsilon, name="final_norm", dtype=dtype
-            )
+        self.blocks, self.final_norm = build_stack(
+            EncoderBlock, num_layers, "block", "final_norm", norm_first, layer_norm_epsilon,
+            dtype, num_heads=num_heads, key_dim=key_dim, d_ff=d_ff,
+            dropout_rate=dropout_rate, attention_dropout=attention_dropout,
+            activation=activation,
+        )
         self.pooler = PositionWiseDense(d_model, activation="tanh", name="pooler", dtype=dtype)
 
         # === Config ===

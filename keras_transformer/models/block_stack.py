@@ -1,6 +1,8 @@
 """The two stages every model of the package runs: embedding the tokens,
 then a stack of blocks."""
 
+import keras
+
 
 def embed(token_ids, embedding, positions, dropout, start_index=0, extra=None,
           norm=None, training=None):
@@ -15,6 +17,27 @@ def embed(token_ids, embedding, positions, dropout, start_index=0, extra=None,
     if norm is not None:
         x = norm(x)
     return dropout(x, training=training)
+
+
+def build_stack(block_class, num_layers, block_name, norm_name, norm_first,
+                layer_norm_epsilon, dtype=None, **block_kwargs):
+    """`num_layers` blocks named `{block_name}_{i}`, and the LayerNorm a
+    pre-norm stack ends in, named `norm_name` (None for the paper's
+    post-norm, whose blocks already end in one).
+
+    Returns:
+        `(blocks, final_norm)`.
+    """
+    blocks = [
+        block_class(norm_first=norm_first, layer_norm_epsilon=layer_norm_epsilon,
+                    name=f"{block_name}_{i}", dtype=dtype, **block_kwargs)
+        for i in range(num_layers)
+    ]
+    final_norm = None
+    if norm_first:
+        final_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, name=norm_name, dtype=dtype)
+    return blocks, final_norm
 
 
 def apply_blocks(blocks, x, final_norm=None, per_block=None,

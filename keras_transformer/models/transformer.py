@@ -15,7 +15,7 @@ from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.position_wise_dense import PositionWiseDense
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 from keras_transformer.layers.token_embedding import TokenEmbedding
-from keras_transformer.models.block_stack import apply_blocks, embed
+from keras_transformer.models.block_stack import apply_blocks, build_stack, embed
 from keras_transformer.models.model_base import ModelBase
 from keras_transformer.models.presets import PRESETS
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
@@ -169,27 +169,14 @@ class Transformer(ModelBase):
         )
         block_kwargs = dict(
             num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
-            d_ff=d_ff, dropout_rate=dropout_rate, norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            attention_dropout=attention_dropout, dtype=dtype,
+            d_ff=d_ff, dropout_rate=dropout_rate, attention_dropout=attention_dropout,
         )
-        self.encoder_blocks = [
-            EncoderBlock(name=f"encoder_block_{i}", **block_kwargs)
-            for i in range(num_layers)
-        ]
-        self.decoder_blocks = [
-            DecoderBlock(name=f"decoder_block_{i}", **block_kwargs)
-            for i in range(num_layers)
-        ]
-        # Pre-norm stacks end in a LayerNorm; post-norm blocks already do.
-        self.encoder_norm = self.decoder_norm = None
-        if norm_first:
-            self.encoder_norm, self.decoder_norm = (
-                keras.layers.LayerNormalization(
-                    epsilon=layer_norm_epsilon, name=f"{side}_norm", dtype=dtype
-                )
-                for side in ("encoder", "decoder")
-            )
+        self.encoder_blocks, self.encoder_norm = build_stack(
+            EncoderBlock, num_layers, "encoder_block", "encoder_norm", norm_first,
+            layer_norm_epsilon, dtype, **block_kwargs)
+        self.decoder_blocks, self.decoder_norm = build_stack(
+            DecoderBlock, num_layers, "decoder_block", "decoder_norm", norm_first,
+            layer_norm_epsilon, dtype, **block_kwargs)
 
         # === Config (read by the stages below) ===
         self.vocabulary_size = vocabulary_size

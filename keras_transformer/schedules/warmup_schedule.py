@@ -19,6 +19,10 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         d_model: int, the model width.
         warmup_steps: int, 4000 in the paper.
         scale: float, a multiplier on the whole formula (1.0 in the paper).
+        steps_per_update: int, the optimizer's `gradient_accumulation_steps`
+            (1: none). Keras calls the schedule with the micro-batch count;
+            the paper's steps are updates, so the formula takes
+            `iterations // steps_per_update`.
 
     Example:
     >>> schedule = WarmupSchedule(d_model=512)
@@ -26,17 +30,19 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
     0.000698771...
     """
 
-    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0, steps_per_update=1):
         check_positive_int("d_model", d_model)
         check_positive_int("warmup_steps", warmup_steps)
+        check_positive_int("steps_per_update", steps_per_update)
         if not scale > 0:
             raise ValueError(f"`scale` must be positive. Received: scale={scale!r}")
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.scale = scale
+        self.steps_per_update = steps_per_update
 
     @classmethod
-    def from_peak(cls, d_model, warmup_steps, peak):
+    def from_peak(cls, d_model, warmup_steps, peak, steps_per_update=1):
         """The schedule of the same shape whose rate at the end of warmup
         is `peak` (the paper's base model peaks at 512^-0.5 * 4000^-0.5 =
         6.99e-4; the unscaled formula gives small models with short warmups
@@ -46,7 +52,8 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         check_positive_int("d_model", d_model)
         check_positive_int("warmup_steps", warmup_steps)
         unscaled = float(d_model) ** -0.5 * float(warmup_steps) ** -0.5
-        return cls(d_model, warmup_steps, scale=peak / unscaled)
+        return cls(d_model, warmup_steps, scale=peak / unscaled,
+                   steps_per_update=steps_per_update)
 
     @property
     def peak(self):
@@ -54,7 +61,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return self.scale * float(self.d_model) ** -0.5 * float(self.warmup_steps) ** -0.5
 
     def __call__(self, step):
-        step_num = ops.cast(step, "float32") + 1.0
+        step_num = ops.cast(ops.floor_divide(step, self.steps_per_update), "float32") + 1.0
         rising = step_num * float(self.warmup_steps) ** -1.5
         decaying = ops.rsqrt(step_num)
         return (self.scale * float(self.d_model) ** -0.5) * ops.minimum(
@@ -66,4 +73,5 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "d_model": self.d_model,
             "warmup_steps": self.warmup_steps,
             "scale": self.scale,
+            "steps_per_update": self.steps_per_update,
         }

@@ -1,14 +1,19 @@
-"""`keras-transformer finetune`: a `SequenceClassifier` on the task a
-parallel corpus gives for free, from a `pretrain-mlm` run or from scratch.
+"""`keras-transformer finetune`: a `SequenceClassifier` from a
+`pretrain-mlm` run or from scratch, on a user's labelled file or on the
+task a parallel corpus gives for free.
 
-The task: is the second sentence the translation of the first, against
-the same source with another pair's target (`translation_pairs`)? Pairs
--> packed `[bos] source [eos] target [eos]` rows -> length-bucketed
-tf.data -> `SequenceClassifier.fit` with per-epoch checkpoints ->
-accuracy on the held-out test pairs -> `model.keras` + `tokenizer.model`
-+ `results.json` in the run directory.
+- `--corpus labelled:PATH`: `label<TAB>text` or `label<TAB>text<TAB>text`
+  a line (`read_labelled`); the classes are its distinct labels.
+- Any other corpus: is the second sentence the translation of the first,
+  against the same source with another pair's target (`translation_pairs`)?
+
+Examples -> packed `[bos] A [eos] (B [eos])` rows -> length-bucketed
+tf.data -> `SequenceClassifier.fit` with per-epoch checkpoints -> accuracy
+on the held-out test examples -> `model.keras` + `tokenizer.model` +
+`results.json` (with the class names) in the run directory.
 """
 
+import collections
 import dataclasses
 import os
 import shutil
@@ -24,6 +29,7 @@ from keras_transformer.data.classification import (
     translation_pairs,
 )
 from keras_transformer.data.pipeline import with_known_length
+from keras_transformer.data.readers import read_labelled
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, token_ids
 from keras_transformer.model_files import load_model_file
 from keras_transformer.models import BidirectionalEncoder, SequenceClassifier
@@ -41,13 +47,14 @@ from keras_transformer.training.runs import (
     save_results,
     save_run_config,
 )
-from keras_transformer.training.train import load_splits
+from keras_transformer.training.train import held_out_splits, load_splits
 
 
 @dataclasses.dataclass
 class FinetuneConfig(LanguageModelConfig):
     """`finetune`'s settings: the defaults train a translation-pair
-    classifier on the shipped Bible corpus for two minutes."""
+    classifier on the shipped Bible corpus for two minutes; `--corpus
+    labelled:PATH` reads a user's labelled examples instead."""
 
     # A `pretrain-mlm` run directory, whose encoder and tokenizer are used;
     # None trains the preset's encoder from scratch, with a new tokenizer.
@@ -68,16 +75,53 @@ class FinetuneConfig(LanguageModelConfig):
         return super().check()
 
 
-def build_classifier(config, vocabulary_size, jit_compile):
-    """A two-class `SequenceClassifier` on the pretrained encoder, or on a
-    new one of the preset, compiled with the warmup schedule."""
+LABELLED = "labelled:"
+TRANSLATION_CLASSES = ("other", "translation")
+
+
+def load_task(config):
+    """The examples to classify.
+
+    Returns:
+        `(splits, tokenizer_texts, classes)`: `(train, valid, test)`, each
+        `(firsts, seconds, labels)` with `seconds` None for single
+        sentences and labels indices into `classes`, the class names; and
+        the training texts a new tokenizer learns from.
+    """
+    if not config.corpus.startswith(LABELLED):
+        pairs = load_splits(config)
+        splits = tuple(translation_pairs(p, config.seed + i) for i, p in enumerate(pairs))
+        # The texts pretrain-mlm trains its tokenizer on, for a fair comparison.
+        return splits, sides(pairs[0], "both"), TRANSLATION_CLASSES
+    examples, report = read_labelled(config.corpus[len(LABELLED):])
+    print(report)
+    classes = tuple(sorted({label for label, _ in examples}))
+    if len(classes) < 2:
+        raise ValueError(f"{config.corpus}: every example has the label {classes}; "
+                         "a classifier needs at least 2 classes.")
+    index = {name: i for i, name in enumerate(classes)}
+
+    def columns(rows):
+        texts = list(zip(*(t for _, t in rows)))  # 1 or 2 columns
+        return (list(texts[0]), list(texts[1]) if len(texts) > 1 else None,
+                [index[label] for label, _ in rows])
+
+    splits = tuple(columns(rows) for rows in held_out_splits(config, examples, "examples"))
+    firsts, seconds, _ = splits[0]
+    return splits, firsts + (seconds or []), classes
+
+
+def build_classifier(config, vocabulary_size, num_classes, jit_compile):
+    """A `SequenceClassifier` on the pretrained encoder, or on a new one
+    of the preset, compiled with the warmup schedule."""
     if config.pretrained is not None:
         encoder = load_model_file(os.path.join(config.pretrained, "model.keras"),
                                   compile=False).encoder
     else:
         encoder = BidirectionalEncoder.from_preset(
             config.preset, **config.preset_overrides(vocabulary_size))
-    model = SequenceClassifier(encoder, num_classes=2, dropout_rate=config.dropout_rate)
+    model = SequenceClassifier(encoder, num_classes=num_classes,
+                               dropout_rate=config.dropout_rate)
     model.compile(
         optimizer=transformer_adam(encoder.d_model, config.warmup_steps,
                                    peak=config.peak_learning_rate or None),
@@ -93,39 +137,43 @@ def finetune(config):
     keras.utils.set_random_seed(config.seed)
     jit_compile = config.check()
     resume_from = find_resume_point(config, RESUME_FIELDS + ("batch_size",))
-    splits = load_splits(config)
-    print(f"corpus: {len(splits[0])} train, {len(splits[1])} valid, "
-          f"{len(splits[2])} test pairs")
+    splits, texts, classes = load_task(config)
+    print(f"task: {len(splits[0][2])} train, {len(splits[1][2])} valid, "
+          f"{len(splits[2][2])} test examples; classes: {', '.join(classes)}")
     save_run_config(config, resume_from)
     tokenizer_path = os.path.join(config.run_dir, TOKENIZER_FILE)
     if config.pretrained is not None and not resume_from:
         shutil.copyfile(os.path.join(config.pretrained, TOKENIZER_FILE), tokenizer_path)
-    # The tokenizer pretrain-mlm trains on these texts, for a fair comparison.
-    tokenizer = run_tokenizer(config, sides(splits[0], "both"),
+    tokenizer = run_tokenizer(config, texts,
                               resuming=bool(resume_from) or config.pretrained is not None)
 
-    def dataset(pairs, shuffle, seed):
-        firsts, seconds, labels = translation_pairs(pairs, seed)
-        packed = pack_pairs(token_ids(tokenizer, firsts), token_ids(tokenizer, seconds),
+    def dataset(split, shuffle):
+        firsts, seconds, labels = split
+        packed = pack_pairs(token_ids(tokenizer, firsts),
+                            None if seconds is None else token_ids(tokenizer, seconds),
                             config.max_length)
         return with_known_length(classification_dataset(
             packed, labels, config.batch_size, shuffle, config.seed))
 
     train_data, valid_data, test_data = (
-        dataset(pairs, shuffle, config.seed + i)
-        for i, (pairs, shuffle) in enumerate(zip(splits, (True, False, False))))
+        dataset(split, shuffle) for split, shuffle in zip(splits, (True, False, False)))
     start = time.monotonic()
     model = fit_with_checkpoints(
         config, resume_from,
-        lambda: build_classifier(config, int(tokenizer.vocabulary_size()), jit_compile),
+        lambda: build_classifier(config, int(tokenizer.vocabulary_size()), len(classes),
+                                 jit_compile),
         train_data, valid_data, jit_compile, keep=config.keep_checkpoints)
     minutes = (time.monotonic() - start) / 60.0
     test = model.evaluate(test_data, return_dict=True, verbose=0)
+    test_labels = splits[2][2]
     results = save_results(config, model, {
-        "test_accuracy": float(test["accuracy"]), "test_examples": 2 * len(splits[2]),
-        "pretrained": config.pretrained,
+        "test_accuracy": float(test["accuracy"]), "test_examples": len(test_labels),
+        # What always answering the commonest test class scores.
+        "test_majority_class": max(collections.Counter(test_labels).values()) / len(
+            test_labels),
+        "classes": list(classes), "pretrained": config.pretrained,
     }, jit_compile, minutes)
     print(f"test accuracy {results['test_accuracy']:.1%} on {results['test_examples']} "
-          f"examples (half of them translations), after {minutes:.1f} minutes "
-          f"({results['steps']} steps)")
+          f"examples (the commonest class is {results['test_majority_class']:.1%} of them), "
+          f"after {minutes:.1f} minutes ({results['steps']} steps)")
     return results

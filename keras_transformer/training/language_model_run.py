@@ -4,14 +4,13 @@ tokenizer."""
 
 import dataclasses
 import os
-import random
 from typing import Literal
 
 from keras_transformer.checks import check_rate
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.training.runs import resolve_jit_compile
-from keras_transformer.training.train import load_splits
+from keras_transformer.training.train import held_out_splits, load_splits
 
 # BERT's mask piece, at id 4 in every tokenizer these programs train, so
 # that a classifier trained from scratch reads the same ids as a pretrained
@@ -78,12 +77,7 @@ def load_texts(config, side):
     if config.corpus.startswith("text:"):
         texts, report = read_texts(config.corpus[len("text:"):])
         print(report)
-        if len(texts) < 100:
-            raise ValueError(
-                f"{config.corpus}: {len(texts)} texts; at least 100 are needed.")
-        random.Random(config.seed).shuffle(texts)
-        held_out = min(1000, len(texts) // 20)
-        return texts[2 * held_out:], texts[:held_out], texts[held_out:2 * held_out]
+        return held_out_splits(config, texts, "texts")
     return tuple(sides(pairs, side) for pairs in load_splits(config))
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 import keras
 
-from keras_transformer.checks import check_non_negative, check_rate
+from keras_transformer.checks import check_non_negative, check_positive_int, check_rate
 from keras_transformer.compilation_cache import enable_compilation_cache
 from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import batch_statistics, make_dataset
@@ -61,6 +61,12 @@ class TrainConfig:
     vocabulary_size: int = 2000  # shared BPE; 8000 was slower and no better
     # The paper's 25,000 scaled to a CPU: twice the steps of 4,096 learn faster.
     tokens_per_batch: int = 2048
+    # Batches whose mean gradient makes one update: the paper's 25,000
+    # tokens a step on one GPU (the warmup counts updates).
+    gradient_accumulation_steps: int = 1
+    # Mixed precision computes in 16 bits and keeps float32 weights;
+    # float16 adds dynamic loss scaling.
+    dtype_policy: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
     max_length: int = 128  # tokens a side, bos/eos included
     long_pairs: Literal["drop", "truncate"] = "drop"
     epochs: int = 40
@@ -104,12 +110,19 @@ def load_splits(config):
         config.target_language,
     )
     print(report)
-    if len(pairs) < 100:
-        raise ValueError(f"{config.corpus}: {len(pairs)} usable pairs; at least 100 are needed.")
-    pairs = list(pairs)
-    random.Random(config.seed).shuffle(pairs)
-    held_out = min(1000, len(pairs) // 20)
-    return pairs[2 * held_out:], pairs[:held_out], pairs[held_out:2 * held_out]
+    return held_out_splits(config, pairs, "usable pairs")
+
+
+def held_out_splits(config, items, what):
+    """`(train, valid, test)` from a user's corpus: `items` shuffled with
+    the seed, 5% and at most 1,000 held out for each of validation and
+    test. Fails on fewer than 100 `what`."""
+    if len(items) < 100:
+        raise ValueError(f"{config.corpus}: {len(items)} {what}; at least 100 are needed.")
+    items = list(items)
+    random.Random(config.seed).shuffle(items)
+    held_out = min(1000, len(items) // 20)
+    return items[2 * held_out:], items[:held_out], items[held_out:2 * held_out]
 
 
 def label_smoothing(config):
@@ -125,10 +138,12 @@ def build_model(config, vocabulary_size, jit_compile):
         config.max_length, PRESETS[config.preset]["config"]["max_length"])}
     if config.dropout_rate is not None:
         overrides["dropout_rate"] = config.dropout_rate
-    model = Transformer.from_preset(config.preset, **overrides)
-    model.compile(
+    model = Transformer.from_preset(config.preset, dtype=config.dtype_policy, **overrides)
+    model.compile(  # wraps the optimizer in a LossScaleOptimizer for mixed_float16
         optimizer=transformer_adam(model.d_model, config.warmup_steps,
                                    peak=config.peak_learning_rate or None,
+                                   gradient_accumulation_steps=(
+                                       config.gradient_accumulation_steps),
                                    use_ema=config.ema_momentum > 0,
                                    ema_momentum=config.ema_momentum),
         loss=LabelSmoothedCrossEntropy(epsilon=label_smoothing(config)),
@@ -203,7 +218,8 @@ def train(config):
     results = {
         "bleu": scores["bleu"], "chrf": scores["chrf"],
         "test_sentences": len(test), "training_minutes": minutes,
-        "steps": steps, "alpha": translator.alpha,
+        "steps": steps, "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "dtype_policy": config.dtype_policy, "alpha": translator.alpha,
         "alpha_validation_bleu": None if alpha_bleu is None else {
             str(a): b for a, b in alpha_bleu.items()},
         "padding_efficiency": efficiency, "backend": keras.backend.backend(),
@@ -225,7 +241,8 @@ def train(config):
 # vocabulary and model, and the settings the checkpoints already hold.
 RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "preset",
                  "vocabulary_size", "max_length", "long_pairs", "dropout_rate",
-                 "label_smoothing", "warmup_steps", "peak_learning_rate", "ema_momentum")
+                 "label_smoothing", "warmup_steps", "peak_learning_rate", "ema_momentum",
+                 "gradient_accumulation_steps", "dtype_policy")
 
 
 def check_config(config):
@@ -238,6 +255,7 @@ def check_config(config):
     jit_compile = resolve_jit_compile(config.jit_compile)
     check_non_negative("alpha", config.alpha, also="auto")
     check_rate("ema_momentum", config.ema_momentum)
+    check_positive_int("gradient_accumulation_steps", config.gradient_accumulation_steps)
     if config.label_smoothing is not None:
         check_rate("label_smoothing", config.label_smoothing)
     return parallelism, jit_compile

@@ -2,10 +2,11 @@ import bz2
 import gzip
 import json
 import lzma
+import re
 
 import pytest
 
-from keras_transformer.data.readers import read_corpus, read_texts
+from keras_transformer.data.readers import read_corpus, read_labelled, read_texts
 
 PAIRS = [("Hello.", "Bonjour."), ("Thank you very much.", "Merci beaucoup.")]
 
@@ -130,3 +131,30 @@ def test_texts_one_a_line_with_empty_lines_counted(tmp_path):
     assert texts == ["Once upon a time.", "The end."]
     assert (report.read, report.kept, report.dropped_empty) == (4, 2, 2)
     assert str(report).endswith(": 4 texts read, 2 kept, 2 dropped (empty), 0 dropped (too long)")
+
+
+def test_labelled_sentences_and_pairs(tmp_path):
+    path = write(tmp_path / "labels.tsv", "positive\tGreat film.\n\nnegative\t Dull. \n"
+                                          "negative\t\n")
+    examples, report = read_labelled(path)
+    assert examples == [("positive", ("Great film.",)), ("negative", ("Dull.",))]
+    assert (report.read, report.kept, report.dropped_empty) == (4, 2, 2)
+    assert str(report).endswith(": 4 examples read, 2 kept, 2 dropped (empty), "
+                                "0 dropped (too long)")
+    path = write(tmp_path / "pairs.tsv.gz", "1\tHello.\tBonjour.\n0\tHello.\tMerci.\n",
+                 gzip.open)
+    assert read_labelled(path)[0] == [("1", ("Hello.", "Bonjour.")), ("0", ("Hello.", "Merci."))]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("positive Great film.\n", "line 1: expected 'label<TAB>text' or "
+                               "'label<TAB>text<TAB>text'; found 0 tab(s)"),
+    ("a\tb\tc\td\n", "line 1: expected 'label<TAB>text' or 'label<TAB>text<TAB>text'; "
+                     "found 3 tab(s)"),
+    ("1\tHello.\tBonjour.\n0\tHello.\n", "line 2: expected 2 text(s) after the label, as on "
+                                        "the first line; found 1 tab(s)"),
+])
+def test_labelled_lines_of_the_wrong_form_name_the_line(tmp_path, text, message):
+    path = write(tmp_path / "labels.tsv", text)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_labelled(path)

@@ -64,3 +64,56 @@ def test_from_peak_keeps_the_shape_and_sets_the_peak():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         WarmupSchedule(**kwargs)
+
+
+def test_under_accumulation_the_schedule_counts_updates():
+    # Keras calls the schedule with the micro-batch count; the paper's step
+    # number is the update's.
+    per_update = WarmupSchedule(d_model=64, warmup_steps=10)
+    accumulated = WarmupSchedule(d_model=64, warmup_steps=10, steps_per_update=4)
+    for micro_batch in range(0, 60):
+        assert float(to_numpy(accumulated(micro_batch))) == pytest.approx(
+            float(to_numpy(per_update(micro_batch // 4))), rel=1e-6)
+    config = accumulated.get_config()
+    assert WarmupSchedule.from_config(config).steps_per_update == 4
+
+
+def test_accumulated_batches_make_the_update_of_their_union():
+    # Two batches of 4 rows accumulated into one update, against one batch
+    # of their 8 rows: the same mean gradient, so the same weights.
+    import keras_transformer as kt
+
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 50, (8, 6)).astype("int32")
+    target = rng.integers(4, 50, (8, 7)).astype("int32")  # no padding: equal means
+
+    def trained(steps_per_update, batches):
+        keras.utils.set_random_seed(1)
+        model = kt.Transformer(vocabulary_size=50, num_layers=1, d_model=16, num_heads=2,
+                               d_ff=32, dropout_rate=0.0, max_length=16)
+        model.compile(optimizer=transformer_adam(16, 4, peak=1e-2,
+                                                 gradient_accumulation_steps=steps_per_update),
+                      loss=kt.LabelSmoothedCrossEntropy(0.1))
+        for _ in range(2):  # two updates
+            for rows in batches:
+                model.train_on_batch(
+                    {"encoder_token_ids": source[rows], "decoder_token_ids": target[rows, :-1]},
+                    target[rows, 1:])
+        assert int(to_numpy(model.optimizer.iterations)) == 2
+        # Not the key biases: a softmax ignores what they add to every
+        # score, so their gradient is zero up to rounding, which Adam
+        # divides by its own size (sign-like steps of either sign).
+        return [to_numpy(w) for w in model.trainable_weights
+                if not w.path.endswith("key/bias")]
+
+    one = trained(1, [slice(0, 8)])
+    accumulated = trained(2, [slice(0, 4), slice(4, 8)])
+    for a, b in zip(one, accumulated, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-6)
+    # Without accumulation the second half-batch would be an update of its own.
+    assert max(np.abs(a - b).max() for a, b in zip(one, trained(1, [slice(0, 4)]))) > 1e-3
+
+
+def test_accumulation_steps_must_be_positive():
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=0"):
+        transformer_adam(64, gradient_accumulation_steps=0)

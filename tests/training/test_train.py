@@ -84,6 +84,7 @@ def test_xla_and_static_shapes_only_on_jax_by_default(run):
     ("jit_compile", "true"), ("jit_compile", 1), ("jit_compile", None),
     ("alpha", "best"), ("alpha", -0.5), ("alpha", True),
     ("ema_momentum", 1.0), ("ema_momentum", -0.1), ("ema_momentum", "0.99"),
+    ("gradient_accumulation_steps", 0),
 ])
 def test_bad_settings_fail_before_any_work(name, setting, tmp_path):
     run_dir = tmp_path / "run"
@@ -272,6 +273,34 @@ def test_train_flags_give_typed_values(monkeypatch):
 ])
 def test_label_smoothing_is_the_presets_unless_given(preset, flag, expected):
     assert label_smoothing(TrainConfig(preset=preset, label_smoothing=flag)) == expected
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_and_accumulation_reach_the_model(policy):
+    rng = np.random.default_rng(0)
+    inputs = {"encoder_token_ids": rng.integers(1, 50, (4, 7)),
+              "decoder_token_ids": rng.integers(1, 50, (4, 6))}
+    labels = rng.integers(1, 50, (4, 6))
+    losses = {}
+    for dtype_policy in ("float32", policy):
+        keras.utils.set_random_seed(0)
+        config = TrainConfig(preset="tiny", dtype_policy=dtype_policy,
+                             gradient_accumulation_steps=2, dropout_rate=0.0)
+        model = build_model(config, vocabulary_size=50, jit_compile=False)
+        losses[dtype_policy] = [float(model.train_on_batch(inputs, labels))
+                                for _ in range(4)]
+    assert model.dtype_policy.name == policy
+    assert model.encoder_blocks[0].compute_dtype == policy.removeprefix("mixed_")
+    assert {w.dtype for w in model.weights} == {"float32"}  # the weights stay float32
+    # Keras adds loss scaling for float16 only.
+    scaled = isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert scaled == (policy == "mixed_float16")
+    optimizer = model.optimizer.inner_optimizer if scaled else model.optimizer
+    assert optimizer.gradient_accumulation_steps == 2
+    assert int(keras.ops.convert_to_numpy(optimizer.iterations)) == 2  # 4 batches, 2 updates
+    # The same model in 16 bits: the same losses, to 16-bit precision.
+    np.testing.assert_allclose(losses[policy], losses["float32"], rtol=2e-2)
+    assert losses[policy][-1] < losses[policy][0]
 
 
 def test_table3_row_d4_trains_with_its_label_smoothing():
