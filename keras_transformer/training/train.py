@@ -139,13 +139,16 @@ def build_model(config, vocabulary_size, jit_compile):
     if config.dropout_rate is not None:
         overrides["dropout_rate"] = config.dropout_rate
     model = Transformer.from_preset(config.preset, dtype=config.dtype_policy, **overrides)
-    model.compile(  # wraps the optimizer in a LossScaleOptimizer for mixed_float16
-        optimizer=transformer_adam(model.d_model, config.warmup_steps,
-                                   peak=config.peak_learning_rate or None,
-                                   gradient_accumulation_steps=(
-                                       config.gradient_accumulation_steps),
-                                   use_ema=config.ema_momentum > 0,
-                                   ema_momentum=config.ema_momentum),
+    optimizer = transformer_adam(model.d_model, config.warmup_steps,
+                                 peak=config.peak_learning_rate or None,
+                                 gradient_accumulation_steps=(
+                                     config.gradient_accumulation_steps),
+                                 use_ema=config.ema_momentum > 0,
+                                 ema_momentum=config.ema_momentum)
+    if config.dtype_policy == "mixed_float16":  # float16 needs its loss scaled
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    model.compile(
+        optimizer=optimizer,
         loss=LabelSmoothedCrossEntropy(epsilon=label_smoothing(config)),
         metrics=[MaskedAccuracy()],
         jit_compile=jit_compile,
