@@ -17,7 +17,6 @@ import collections
 import dataclasses
 import os
 import shutil
-import time
 from typing import Literal
 
 import keras
@@ -34,19 +33,14 @@ from keras_transformer.data.tokenizer import TOKENIZER_FILE, token_ids
 from keras_transformer.model_files import load_model_file
 from keras_transformer.models import BidirectionalEncoder, SequenceClassifier
 from keras_transformer.models.presets import ENCODER_PRESETS
-from keras_transformer.optimizers import transformer_adam
 from keras_transformer.training.language_model_run import (
     RESUME_FIELDS,
     LanguageModelConfig,
+    fit_and_test,
     run_tokenizer,
     sides,
 )
-from keras_transformer.training.runs import (
-    find_resume_point,
-    fit_with_checkpoints,
-    save_results,
-    save_run_config,
-)
+from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
 from keras_transformer.training.train import held_out_splits, load_splits
 
 
@@ -123,8 +117,7 @@ def build_classifier(config, vocabulary_size, num_classes, jit_compile):
     model = SequenceClassifier(encoder, num_classes=num_classes,
                                dropout_rate=config.dropout_rate)
     model.compile(
-        optimizer=transformer_adam(encoder.d_model, config.warmup_steps,
-                                   peak=config.peak_learning_rate or None),
+        optimizer=config.optimizer(encoder.d_model),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
@@ -155,16 +148,12 @@ def finetune(config):
         return with_known_length(classification_dataset(
             packed, labels, config.batch_size, shuffle, config.seed))
 
-    train_data, valid_data, test_data = (
-        dataset(split, shuffle) for split, shuffle in zip(splits, (True, False, False)))
-    start = time.monotonic()
-    model = fit_with_checkpoints(
+    model, minutes, test = fit_and_test(
         config, resume_from,
         lambda: build_classifier(config, int(tokenizer.vocabulary_size()), len(classes),
                                  jit_compile),
-        train_data, valid_data, jit_compile, keep=config.keep_checkpoints)
-    minutes = (time.monotonic() - start) / 60.0
-    test = model.evaluate(test_data, return_dict=True, verbose=0)
+        [dataset(split, shuffle) for split, shuffle in zip(splits, (True, False, False))],
+        jit_compile)
     test_labels = splits[2][2]
     results = save_results(config, model, {
         "test_accuracy": float(test["accuracy"]), "test_examples": len(test_labels),

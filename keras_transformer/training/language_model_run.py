@@ -1,15 +1,17 @@
 """What the language-model programs (`train-lm`, `pretrain-mlm`,
-`finetune`) share: their common settings, their texts and their
-tokenizer."""
+`finetune`) share: their common settings, their texts, their tokenizer,
+their optimizer and their training loop."""
 
 import dataclasses
 import os
+import time
 from typing import Literal
 
 from keras_transformer.checks import check_rate
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
-from keras_transformer.training.runs import resolve_jit_compile
+from keras_transformer.optimizers import transformer_adam
+from keras_transformer.training.runs import fit_with_checkpoints, resolve_jit_compile
 from keras_transformer.training.train import held_out_splits, load_splits
 
 # BERT's mask piece, at id 4 in every tokenizer these programs train, so
@@ -60,6 +62,12 @@ class LanguageModelConfig:
                 f"`max_length` must be at least 3. Received: max_length={self.max_length}")
         return resolve_jit_compile(self.jit_compile)
 
+    def optimizer(self, d_model):
+        """The paper's Adam and warmup schedule, peaking at
+        `peak_learning_rate` (0: the formula's own peak)."""
+        return transformer_adam(d_model, self.warmup_steps,
+                                peak=self.peak_learning_rate or None)
+
     def preset_overrides(self, vocabulary_size):
         """The constructor arguments that replace the preset's: the
         tokenizer's vocabulary, and `dropout_rate` if set."""
@@ -97,3 +105,22 @@ def run_tokenizer(config, texts, resuming):
     if resuming:
         return load_tokenizer(path)
     return train_tokenizer(texts, config.vocabulary_size, path, extra_pieces=(MASK_PIECE,))
+
+
+def fit_and_test(config, resume_from, build, datasets, jit_compile):
+    """Trains with per-epoch checkpoints and the time budget
+    (`fit_with_checkpoints`), then evaluates on the test split.
+
+    Args:
+        build: a function returning the compiled model of a new run.
+        datasets: `(train, valid, test)` tf.data datasets.
+
+    Returns:
+        `(model, minutes of training, the test metrics as a dict)`.
+    """
+    train_data, valid_data, test_data = datasets
+    start = time.monotonic()
+    model = fit_with_checkpoints(config, resume_from, build, train_data, valid_data,
+                                 jit_compile, keep=config.keep_checkpoints)
+    minutes = (time.monotonic() - start) / 60.0
+    return model, minutes, model.evaluate(test_data, return_dict=True, verbose=0)

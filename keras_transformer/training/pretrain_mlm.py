@@ -8,7 +8,6 @@ directory; `finetune --pretrained RUN_DIR` continues from there.
 """
 
 import dataclasses
-import time
 import warnings
 from typing import Literal
 
@@ -22,20 +21,15 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import MaskedLM
 from keras_transformer.models.presets import ENCODER_PRESETS
-from keras_transformer.optimizers import transformer_adam
 from keras_transformer.training.language_model_run import (
     MASK_PIECE,
     RESUME_FIELDS,
     LanguageModelConfig,
+    fit_and_test,
     load_texts,
     run_tokenizer,
 )
-from keras_transformer.training.runs import (
-    find_resume_point,
-    fit_with_checkpoints,
-    save_results,
-    save_run_config,
-)
+from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
 
 
 @dataclasses.dataclass
@@ -66,8 +60,7 @@ def build_masked_lm(config, vocabulary_size, jit_compile):
     # objective leaves out: its weights get no gradient, as expected.
     warnings.filterwarnings("ignore", "Gradients do not exist for variables .'pooler/")
     model.compile(
-        optimizer=transformer_adam(model.encoder.d_model, config.warmup_steps,
-                                   peak=config.peak_learning_rate or None),
+        optimizer=config.optimizer(model.encoder.d_model),
         loss=LabelSmoothedCrossEntropy(epsilon=0.0),
         metrics=[MaskedAccuracy()],
         jit_compile=jit_compile,
@@ -94,13 +87,10 @@ def pretrain_mlm(config):
             token_ids(tokenizer, texts), mask_id, vocabulary_size, config.batch_size,
             config.max_length, config.mask_rate, config.seed, shuffle))
 
-    start = time.monotonic()
-    model = fit_with_checkpoints(
+    model, minutes, test = fit_and_test(
         config, resume_from, lambda: build_masked_lm(config, vocabulary_size, jit_compile),
-        dataset(train_texts, True), dataset(valid_texts, False), jit_compile,
-        keep=config.keep_checkpoints)
-    minutes = (time.monotonic() - start) / 60.0
-    test = model.evaluate(dataset(test_texts, False), return_dict=True, verbose=0)
+        (dataset(train_texts, True), dataset(valid_texts, False), dataset(test_texts, False)),
+        jit_compile)
     results = save_results(config, model, {
         "test_masked_accuracy": float(test["masked_accuracy"]),
         "test_loss": float(test["loss"]), "test_texts": len(test_texts),

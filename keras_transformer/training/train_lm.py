@@ -7,7 +7,6 @@ perplexity on the held-out test texts -> sampled continuations ->
 """
 
 import dataclasses
-import time
 from typing import Literal
 
 import keras
@@ -18,20 +17,15 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
 from keras_transformer.models import CausalLM
 from keras_transformer.models.presets import CAUSAL_LM_PRESETS
-from keras_transformer.optimizers import transformer_adam
 from keras_transformer.special_tokens import BOS_ID, EOS_ID
 from keras_transformer.training.language_model_run import (
     RESUME_FIELDS,
     LanguageModelConfig,
+    fit_and_test,
     load_texts,
     run_tokenizer,
 )
-from keras_transformer.training.runs import (
-    find_resume_point,
-    fit_with_checkpoints,
-    save_results,
-    save_run_config,
-)
+from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
 
 PROMPT_WORDS = 3  # a sample continues the first words of a test text
 
@@ -57,8 +51,7 @@ def build_causal_lm(config, vocabulary_size, jit_compile):
 
     model = CausalLM.from_preset(config.preset, **config.preset_overrides(vocabulary_size))
     model.compile(
-        optimizer=transformer_adam(model.d_model, config.warmup_steps,
-                                   peak=config.peak_learning_rate or None),
+        optimizer=config.optimizer(model.d_model),
         loss=LabelSmoothedCrossEntropy(epsilon=0.0),
         metrics=[keras_hub.metrics.Perplexity(from_logits=True, mask_token_id=0),
                  MaskedAccuracy()],
@@ -103,13 +96,10 @@ def train_lm(config):
             token_ids(tokenizer, texts), config.tokens_per_batch, config.max_length,
             shuffle, config.seed, static_shapes))
 
-    start = time.monotonic()
-    model = fit_with_checkpoints(
+    model, minutes, test = fit_and_test(
         config, resume_from, lambda: build_causal_lm(config, vocabulary_size, jit_compile),
-        dataset(train_texts, True), dataset(valid_texts, False), jit_compile,
-        keep=config.keep_checkpoints)
-    minutes = (time.monotonic() - start) / 60.0
-    test = model.evaluate(dataset(test_texts, False), return_dict=True, verbose=0)
+        (dataset(train_texts, True), dataset(valid_texts, False), dataset(test_texts, False)),
+        jit_compile)
     prompts = [" ".join(t.split()[:PROMPT_WORDS]) for t in test_texts[: config.samples]]
     samples = continue_texts(model, tokenizer, prompts, config.sample_tokens, config.top_k,
                              config.seed) if prompts else []
