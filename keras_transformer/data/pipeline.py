@@ -34,7 +34,7 @@ def bucket_boundaries(max_length, min_length=4, step=1.05):
 
 def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
                  long_pairs="drop", shuffle=True, seed=0, repeat=False,
-                 static_shapes=False, batch_multiple=1):
+                 static_shapes=False, batch_multiple=1, first_epoch=0):
     """A `tf.data.Dataset` of `({"encoder_token_ids", "decoder_token_ids"},
     target_ids)` batches for teacher forcing.
 
@@ -52,7 +52,11 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
             them.
         shuffle: bool, shuffle pairs and batches.
         seed: int, the shuffle seed.
-        repeat: bool, repeat forever (for `steps_per_epoch`).
+        repeat: bool, an endless stream of epochs from `first_epoch` on,
+            each shuffled by `(seed, epoch)` alone (see `epoch_stream`), for
+            `fit(steps_per_epoch=...)`: a resumed run rebuilds the exact
+            batches of any epoch. Without it, one epoch, reshuffled on every
+            pass.
         static_shapes: bool, one shape per bucket: `(tokens_per_batch // L,
             L)` on both sides. A bucket's last, partial batch is filled with
             rows of padding, which the loss and metrics ignore.
@@ -60,6 +64,7 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
             the number of data-parallel replicas, which split the rows.
             Bucket batch sizes are rounded down to a multiple (at least one)
             and a bucket's last batch is filled up with rows of padding.
+        first_epoch: int, the first epoch of a `repeat` stream.
 
     Returns:
         A batched, prefetched `tf.data.Dataset`, with tf.data's model-based
@@ -71,15 +76,57 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     # Rows of a bucket-L batch: the token budget over L, in whole multiples.
     batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
                    for length in boundaries]
-    dataset = _examples(pairs, tokenizer, max_length, long_pairs)
-    if shuffle:
-        dataset = dataset.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
-    dataset = _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple)
-    if shuffle:
-        dataset = dataset.shuffle(64, seed=seed)
-    if repeat:
-        dataset = dataset.repeat()
-    return _without_autotuning(dataset)
+    examples = _examples(pairs, tokenizer, max_length, long_pairs)
+    if repeat and shuffle:
+        # The corpus as one block, tokenized once; each epoch permutes it.
+        corpus = examples.ragged_batch(len(pairs)).cache()
+    else:
+        examples = examples.cache()  # tokenized once, on the first pass
+
+    def ordered(epoch):
+        if repeat and shuffle:
+            return _permuted(corpus, seed, epoch)
+        if shuffle:
+            return examples.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
+        return examples
+
+    def batches(epoch):
+        dataset = _bucketed(ordered(epoch), boundaries, batch_sizes, static_shapes,
+                            batch_multiple)
+        if shuffle and not repeat:  # batches mixed across buckets
+            dataset = dataset.shuffle(64, seed=seed)
+        return dataset
+
+    return _without_autotuning(epoch_stream(batches, first_epoch) if repeat else batches(None))
+
+
+def epoch_stream(batches, first_epoch=0):
+    """The endless stream `batches(first_epoch), batches(first_epoch + 1),
+    ...`, where `batches(epoch)` builds one epoch from a scalar int64
+    tensor. An epoch's order is thus a function of its number alone, and
+    not of how many passes came before, as with tf.data's reshuffling on
+    every pass: a run resumed at epoch E sees the batches the uninterrupted
+    run saw."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.range(first_epoch, 2**62).flat_map(batches)
+
+
+def _permuted(blocks, seed, epoch):
+    """The examples of `blocks` (ragged batches of them), each block in an
+    order fixed by `seed`, `epoch` (a tensor) and the block's index: a
+    stateless shuffle, as tf.data's shuffle takes a tensor seed only when
+    the global seed is not 0."""
+    import tensorflow as tf
+
+    def permuted(block, examples):
+        rows = tf.shape(tf.nest.flatten(examples)[0].row_lengths())[0]
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(rows), tf.stack([tf.cast(seed, tf.int64), epoch * 2**20 + block]))
+        return tf.data.Dataset.from_tensor_slices(order).map(
+            lambda row: tf.nest.map_structure(lambda x: x[row], examples))
+
+    return blocks.enumerate().flat_map(permuted)
 
 
 def _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple):
@@ -106,7 +153,7 @@ def _pair_length(inputs, labels):
 
 
 def _examples(pairs, tokenizer, max_length, long_pairs):
-    """String pairs --> cached teacher-forcing examples, one pair each:
+    """String pairs --> teacher-forcing examples, one pair each:
     `({"encoder_token_ids": source + eos, "decoder_token_ids": bos +
     target}, target + eos)`, without the pairs longer than `max_length`."""
     import tensorflow as tf
@@ -136,7 +183,6 @@ def _examples(pairs, tokenizer, max_length, long_pairs):
         .unbatch()
         .map(add_special_tokens, num_parallel_calls=tf.data.AUTOTUNE)
         .filter(lambda inputs, labels: _pair_length(inputs, labels) <= max_length)
-        .cache()  # tokenized once, on the first epoch
     )
 
 

@@ -22,7 +22,7 @@ MASK_PIECE = "<mask>"
 # What a resumed run must share with the run it continues.
 RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "side",
                  "preset", "vocabulary_size", "max_length", "dropout_rate",
-                 "warmup_steps", "peak_learning_rate", "pretrained")
+                 "warmup_steps", "peak_learning_rate", "pretrained", "seed")
 
 
 @dataclasses.dataclass
@@ -47,6 +47,10 @@ class LanguageModelConfig:
     peak_learning_rate: float = 1e-3  # caps the warmup schedule's peak
     dropout_rate: float | None = None  # None = the preset's
     keep_checkpoints: int = 2
+    # Besides one at every epoch's end and when the time budget stops a
+    # run: every N minutes and every N batches (0 = off).
+    checkpoint_every_minutes: float = 10.0
+    checkpoint_every_steps: int = 0
     resume: bool = False
     # "auto": XLA on JAX only (see `runs.resolve_jit_compile`); True or False.
     jit_compile: Literal["auto"] | bool = "auto"
@@ -108,19 +112,23 @@ def run_tokenizer(config, texts, resuming):
 
 
 def fit_and_test(config, resume_from, build, datasets, jit_compile):
-    """Trains with per-epoch checkpoints and the time budget
-    (`fit_with_checkpoints`), then evaluates on the test split.
+    """Trains with checkpoints and the time budget (`fit_with_checkpoints`),
+    then evaluates on the test split. A run resumed mid-epoch trains on as
+    many batches as the rest of the epoch has, in a new order (`train`
+    alone rebuilds the exact order).
 
     Args:
         build: a function returning the compiled model of a new run.
-        datasets: `(train, valid, test)` tf.data datasets.
+        datasets: `(train, valid, test)` tf.data datasets of known length,
+            the first reshuffled on every pass.
 
     Returns:
         `(model, minutes of training, the test metrics as a dict)`.
     """
     train_data, valid_data, test_data = datasets
     start = time.monotonic()
-    model = fit_with_checkpoints(config, resume_from, build, train_data, valid_data,
-                                 jit_compile, keep=config.keep_checkpoints)
+    model = fit_with_checkpoints(
+        config, resume_from, build, lambda epoch: train_data.repeat(),
+        int(train_data.cardinality()), valid_data, jit_compile, keep=config.keep_checkpoints)
     minutes = (time.monotonic() - start) / 60.0
     return model, minutes, model.evaluate(test_data, return_dict=True, verbose=0)

@@ -17,19 +17,22 @@ RUN_CONFIG_FILE = "train_config.json"  # the settings a run was started with
 
 
 class TimeBudget(keras.callbacks.Callback):
-    """Stops `fit` at the end of the batch where `minutes` have passed."""
+    """Stops `fit` at the end of the batch where `minutes` (0: none) have
+    passed since the first `fit` it served began."""
 
     def __init__(self, minutes):
         super().__init__()
         self.seconds = minutes * 60.0
         self.start = None
+        self.spent = False
 
     def on_train_begin(self, logs=None):
-        self.start = time.monotonic()
+        if self.start is None:
+            self.start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
         if self.seconds and time.monotonic() - self.start > self.seconds:
-            self.model.stop_training = True
+            self.spent = self.model.stop_training = True
 
 
 def resolve_jit_compile(setting):
@@ -78,7 +81,7 @@ def check_resume(config, fields):
 
 
 def find_resume_point(config, fields):
-    """`(epoch, path)` of the checkpoint a `--resume` run continues from
+    """`(batches, path)` of the checkpoint a `--resume` run continues from
     (checked against the run's settings by `check_resume`), or None for a
     new run."""
     found = None
@@ -114,31 +117,57 @@ def save_results(config, model, results, jit_compile, minutes):
     return results
 
 
-def fit_with_checkpoints(config, resume_from, build, train_data, valid_data,
-                         jit_compile, keep, scope=None):
+def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_epoch,
+                         valid_data, jit_compile, keep, scope=None):
     """Builds the model (`build()`), or loads the checkpoint `resume_from`,
-    and fits it for `config.epochs` within `config.max_minutes`, with a
-    checkpoint after every epoch (the newest `keep` kept), TensorBoard logs
-    and `history.csv` in `config.run_dir`; returns the model."""
-    checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
-    callbacks = [
-        AtomicCheckpoint(checkpoint_dir, keep=keep),
-        keras.callbacks.TensorBoard(os.path.join(config.run_dir, "logs")),
-        keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
-                                  append=bool(resume_from)),
-        TimeBudget(config.max_minutes),
-    ]
+    and fits it for `config.epochs` within `config.max_minutes`, with
+    checkpoints (`AtomicCheckpoint`: every epoch, every
+    `config.checkpoint_every_minutes` and `config.checkpoint_every_steps`,
+    the newest `keep` kept), TensorBoard logs and `history.csv` in
+    `config.run_dir`; returns the model, ending with its weights' moving
+    average if its optimizer keeps one.
+
+    Args:
+        resume_from: `(batches, path)` of the checkpoint to continue, or None.
+        train_stream: a function of an epoch number returning the endless
+            stream of training batches from that epoch's first batch on.
+        batches_per_epoch: int, the batches of an epoch.
+    """
+    batches = resume_from[0] if resume_from else 0
+    epoch, batch = divmod(batches, batches_per_epoch)
+    budget = TimeBudget(config.max_minutes)
+    checkpoints = AtomicCheckpoint(
+        os.path.join(config.run_dir, "checkpoints"), keep, batches,
+        config.checkpoint_every_steps, config.checkpoint_every_minutes)
+    log = keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
+                                    append=bool(resume_from))
+    callbacks = [checkpoints, keras.callbacks.TensorBoard(
+        os.path.join(config.run_dir, "logs")), log, budget]
     with scope or contextlib.nullcontext():
         if resume_from:
-            initial_epoch, path = resume_from
-            model = load_model_file(path)
+            model = load_model_file(resume_from[1])
             model.jit_compile = jit_compile  # this run's backend, not the saver's
-            print(f"resuming from {path} (epoch {initial_epoch}, step "
-                  f"{int(model.optimizer.iterations)})")
+            print(f"resuming from {resume_from[1]} (epoch {epoch + 1}, batch {batch}, "
+                  f"{int(model.optimizer.iterations)} optimizer steps)")
         else:
-            initial_epoch = 0
             model = build()
-        model.fit(train_data, validation_data=valid_data, epochs=config.epochs,
-                  initial_epoch=initial_epoch, callbacks=callbacks, verbose=2,
-                  shuffle=False)  # the pipelines shuffle
+        # `fit` ends by copying the weights' moving average into them; the
+        # run does that once, after its last `fit`, and trains on the raw
+        # weights until then.
+        finalize = model.optimizer.finalize_variable_values
+        model.optimizer.finalize_variable_values = lambda variables: None
+        try:
+            # A run resumed mid-epoch first finishes that epoch's batches.
+            for steps in ([batches_per_epoch - batch] if batch else []) + [batches_per_epoch]:
+                if epoch >= config.epochs or budget.spent:
+                    break
+                stream = train_stream(epoch).skip(batches_per_epoch - steps)
+                model.fit(stream, validation_data=valid_data, initial_epoch=epoch,
+                          epochs=epoch + 1 if steps < batches_per_epoch else config.epochs,
+                          steps_per_epoch=steps, callbacks=callbacks, verbose=2,
+                          shuffle=False)  # the pipelines shuffle
+                epoch, log.append = epoch + 1, True
+        finally:
+            del model.optimizer.finalize_variable_values  # the method again
+        finalize(model.trainable_weights)
     return model

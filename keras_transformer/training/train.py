@@ -21,7 +21,7 @@ import keras
 from keras_transformer.checks import check_non_negative, check_positive_int, check_rate
 from keras_transformer.compilation_cache import enable_compilation_cache
 from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
-from keras_transformer.data.pipeline import batch_statistics, make_dataset
+from keras_transformer.data.pipeline import batch_statistics, make_dataset, with_known_length
 from keras_transformer.data.readers import read_corpus
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.distribution import Parallelism, parse_distribution
@@ -77,6 +77,10 @@ class TrainConfig:
     label_smoothing: float | None = None  # None = the preset's epsilon_ls (0.1; D3 0, D4 0.2)
     dropout_rate: float | None = None  # None = the preset's
     keep_checkpoints: int = 5
+    # Besides one at every epoch's end and when the time budget stops a
+    # run: the paper's every 10 minutes, and every N batches (0 = off).
+    checkpoint_every_minutes: float = 10.0
+    checkpoint_every_steps: int = 0
     # The paper averages the last 5 checkpoints of a converged model; a
     # 10-minute run is still learning fast and loses BLEU by it: 1 = off.
     average_last: int = 1
@@ -189,7 +193,7 @@ def train(config):
     if cache_dir:
         print(f"compiled XLA programs are cached in {cache_dir}")
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
-    resume_from = find_resume_point(config, RESUME_FIELDS)  # (epoch, path) or None
+    resume_from = find_resume_point(config, RESUME_FIELDS)  # (batches, path) or None
     train_pairs, valid_pairs, test_pairs = load_splits(config)
     print(f"corpus: {len(train_pairs)} train, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")
@@ -198,16 +202,27 @@ def train(config):
 
     # XLA compiles every new shape: give it one per length bucket.
     static_shapes = jit_compile is True and keras.backend.backend() != "torch"
-    (train_data, train_stats), (valid_data, _) = (
-        _dataset(config, pairs, tokenizer, shuffle, static_shapes, parallelism)
-        for pairs, shuffle in ((train_pairs, True), (valid_pairs, False)))
+
+    def dataset(pairs, shuffle=False, **stream):
+        return make_dataset(
+            pairs, tokenizer, tokens_per_batch=config.tokens_per_batch,
+            max_length=config.max_length, long_pairs=config.long_pairs, shuffle=shuffle,
+            seed=config.seed, static_shapes=static_shapes,
+            batch_multiple=parallelism.data_parallel_size, **stream)
+
+    # One pass counts an epoch's batches, the same in every shuffled order.
+    train_stats = batch_statistics(dataset(train_pairs))
     efficiency = train_stats["padding_efficiency"]
     print(f"{train_stats['batches']} batches an epoch; padding efficiency (real "
           f"tokens / batch slots): {efficiency:.1%}")
 
     start = time.monotonic()
-    model = _fit(config, resume_from, int(tokenizer.vocabulary_size()), train_data,
-                 valid_data, parallelism, jit_compile)
+    model = fit_with_checkpoints(
+        config, resume_from,
+        lambda: build_model(config, int(tokenizer.vocabulary_size()), jit_compile),
+        lambda epoch: dataset(train_pairs, shuffle=True, repeat=True, first_epoch=epoch),
+        train_stats["batches"], with_known_length(dataset(valid_pairs)), jit_compile,
+        keep=max(config.keep_checkpoints, config.average_last), scope=parallelism.scope())
     minutes = (time.monotonic() - start) / 60.0
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
 
@@ -240,10 +255,12 @@ def train(config):
     return results
 
 
-# What a resumed run must share with the run it continues: its data, its
-# vocabulary and model, and the settings the checkpoints already hold.
+# What a resumed run must share with the run it continues: its data and
+# their order, its vocabulary and model, and the settings the checkpoints
+# already hold.
 RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "preset",
-                 "vocabulary_size", "max_length", "long_pairs", "dropout_rate",
+                 "vocabulary_size", "tokens_per_batch", "max_length", "long_pairs",
+                 "dropout_rate", "seed",
                  "label_smoothing", "warmup_steps", "peak_learning_rate", "ema_momentum",
                  "gradient_accumulation_steps", "dtype_policy")
 
@@ -272,31 +289,6 @@ def _tokenizer(config, train_pairs, resuming):
         return load_tokenizer(path)
     return train_tokenizer([side for pair in train_pairs for side in pair],
                            config.vocabulary_size, path)
-
-
-def _dataset(config, pairs, tokenizer, shuffle, static_shapes, parallelism):
-    """The pipeline, and its batch count and padding efficiency from one
-    pass, which also fills its cache of tokenized pairs. Telling tf.data the
-    count (the same in every shuffled order) gives Keras a known epoch
-    length."""
-    import tensorflow as tf
-
-    data = make_dataset(pairs, tokenizer, tokens_per_batch=config.tokens_per_batch,
-                        max_length=config.max_length, long_pairs=config.long_pairs,
-                        shuffle=shuffle, seed=config.seed, static_shapes=static_shapes,
-                        batch_multiple=parallelism.data_parallel_size)
-    stats = batch_statistics(data)
-    return data.apply(tf.data.experimental.assert_cardinality(stats["batches"])), stats
-
-
-def _fit(config, resume_from, vocabulary_size, train_data, valid_data, parallelism,
-         jit_compile):
-    """Builds the model, or loads the newest checkpoint, and trains it with
-    checkpoints, logs and the time budget; returns the model."""
-    return fit_with_checkpoints(
-        config, resume_from, lambda: build_model(config, vocabulary_size, jit_compile),
-        train_data, valid_data, jit_compile,
-        keep=max(config.keep_checkpoints, config.average_last), scope=parallelism.scope())
 
 
 def _average(config, model, checkpoint_dir):

@@ -44,6 +44,37 @@ def test_tokenizer_round_trip_and_special_ids(numbers_tokenizer):
     assert vocab[0] == "<pad>" and vocab[BOS_ID] == "<s>" and vocab[EOS_ID] == "</s>"
 
 
+def test_an_epoch_stream_rebuilds_any_epoch_and_position(numbers_tokenizer):
+    # What exact resume needs: epoch e of the stream depends on (seed, e)
+    # alone, so a stream started at epoch 1 and skipped 5 batches gives the
+    # batches the whole stream gave there; each epoch is one permutation
+    # of the same examples.
+    tokenizer, _ = numbers_tokenizer
+    pairs = numbers_and_dates("train", size=1000)
+
+    def labels(dataset, count):
+        return [y for _, y in dataset.take(count).as_numpy_iterator()]
+
+    single = labels(make_dataset(pairs, tokenizer, 256, 32, shuffle=False), -1)
+    batches = len(single)
+    whole = labels(make_dataset(pairs, tokenizer, 256, 32, repeat=True), 3 * batches)
+    later = labels(make_dataset(pairs, tokenizer, 256, 32, repeat=True, first_epoch=1)
+                   .skip(5), 2 * batches - 5)
+    assert len(whole) == 3 * batches and len(later) == 2 * batches - 5
+    for a, b in zip(whole[batches + 5:], later, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    def rows(epoch):
+        return sorted(tuple(r[r > 0]) for y in epoch for r in y)
+
+    assert rows(whole[:batches]) == rows(whole[batches:2 * batches]) == rows(single)
+    assert not all(a.shape == b.shape and (a == b).all()
+                   for a, b in zip(whole[:batches], whole[batches:2 * batches]))
+    other_seed = labels(make_dataset(pairs, tokenizer, 256, 32, seed=1, repeat=True), batches)
+    assert not all(a.shape == b.shape and (a == b).all()
+                   for a, b in zip(whole[:batches], other_seed))
+
+
 def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer):
     tokenizer, _ = numbers_tokenizer
     pairs = numbers_and_dates("valid")

@@ -58,8 +58,11 @@ def test_resume_continues_at_the_right_step(run):
     assert second["steps"] == 2 * first["steps"] > 0
     with open(os.path.join(config.run_dir, "history.csv")) as f:
         assert [row["epoch"] for row in csv.DictReader(f)] == [str(e) for e in range(8)]
+    # Named by batches trained on; one at every epoch's end (keep_checkpoints=5).
     checkpoints = list_checkpoints(os.path.join(config.run_dir, "checkpoints"))
-    assert [epoch for epoch, _ in checkpoints] == [4, 5, 6, 7, 8]  # keep_checkpoints=5
+    batches_per_epoch = first["steps"] // 4
+    assert [batches for batches, _ in checkpoints] == [
+        epoch * batches_per_epoch for epoch in range(4, 9)]
 
 
 def test_training_on_numbers_learns_to_translate(run):
