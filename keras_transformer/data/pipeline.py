@@ -93,8 +93,8 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     def batches(epoch):
         dataset = _bucketed(ordered(epoch), boundaries, batch_sizes, static_shapes,
                             batch_multiple)
-        if shuffle and not repeat:  # batches mixed across buckets
-            dataset = dataset.shuffle(64, seed=seed)
+        if shuffle:  # batches mixed across buckets; in a stream, the same way each epoch
+            dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=not repeat)
         return dataset
 
     return _without_autotuning(epoch_stream(batches, first_epoch) if repeat else batches(None))
