@@ -1,8 +1,11 @@
-"""The command line: `keras-transformer train | translate | average`, and
-the language models' `train-lm | generate | pretrain-mlm | finetune`.
+"""The command line: `keras-transformer prepare | train | translate |
+average`, and the language models' `train-lm | generate | pretrain-mlm |
+finetune`.
 
     keras-transformer train                       # the shipped EN-FR corpus
     keras-transformer train --corpus my.tsv.gz --run-dir runs/mine
+    keras-transformer prepare --corpus big.tsv.gz --output-dir data/big
+    keras-transformer train --corpus data/big --run-dir runs/big
     keras-transformer train --run-dir runs/mine --resume
     echo "Hello." | keras-transformer translate runs/mine
     keras-transformer average runs/mine/checkpoints --last 5 -o avg.keras
@@ -79,6 +82,8 @@ def _value_parser(annotation, check=None):
 PROGRAMS = {
     "train": ("keras_transformer.training.train", "TrainConfig", "train",
               "train a translator (the paper's recipe)"),
+    "prepare": ("keras_transformer.training.prepare", "PrepareConfig", "prepare",
+                "tokenize a corpus once into sharded TFRecord files, for train"),
     "train-lm": ("keras_transformer.training.train_lm", "CausalLMConfig", "train_lm",
                  "train a causal language model (GPT)"),
     "pretrain-mlm": ("keras_transformer.training.pretrain_mlm", "MaskedLMConfig",
@@ -120,6 +125,10 @@ def _train(args):
     try:
         program(config)
     except KeyboardInterrupt:
+        if args.command == "prepare":
+            print(f"\nInterrupted: {config.output_dir} is incomplete; delete it and "
+                  "prepare again.", file=sys.stderr)
+            return 130
         print(f"\nInterrupted. Checkpoints are in {config.run_dir}/checkpoints; "
               f"continue with: {PROG} {args.command} --run-dir {config.run_dir} "
               "--resume (and the same options).", file=sys.stderr)

@@ -71,28 +71,124 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         autotuning off (see `_without_autotuning`).
     """
     _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple)
-    boundaries = bucket_boundaries(
-        max_length, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
-    # Rows of a bucket-L batch: the token budget over L, in whole multiples.
-    batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
-                   for length in boundaries]
-    examples = _examples(pairs, tokenizer, max_length, long_pairs)
+    ids = _token_ids(pairs, tokenizer)
     if repeat and shuffle:
-        # The corpus as one block, tokenized once; each epoch permutes it.
-        corpus = examples.ragged_batch(len(pairs)).cache()
+        corpus = ids.ragged_batch(len(pairs)).cache()  # tokenized once, one block
+
+        def ordered(epoch):
+            return _permuted(corpus, seed, epoch)
     else:
-        examples = examples.cache()  # tokenized once, on the first pass
+        ids = ids.cache()  # tokenized once, on the first pass
+
+        def ordered(epoch):
+            if shuffle:
+                return ids.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
+            return ids
+
+    return _batched(ordered, tokens_per_batch, max_length, long_pairs, shuffle, seed,
+                    repeat, static_shapes, batch_multiple, first_epoch)
+
+
+def prepared_dataset(directory, tokens_per_batch=4096, max_length=128, long_pairs="drop",
+                     shuffle=True, seed=0, repeat=False, static_shapes=False,
+                     batch_multiple=1, first_epoch=0, window=2**16):
+    """`make_dataset`'s batches from a prepared corpus (see
+    `keras_transformer.data.prepared`), streamed: memory does not grow with
+    the corpus, and the first batch waits for one window, not a pass.
+
+    Each epoch reads the shards in an order drawn from `(seed, epoch)`,
+    eight at a time interleaved, and permutes each `window` of pairs by a
+    stateless shuffle (`_permuted`), so an epoch's batches are a function
+    of its number alone, as `make_dataset`'s, and a resumed run rebuilds
+    them. `prepare` wrote every shard in random order, from pairs spread
+    over the shards at random, so a window is a random sample of the
+    corpus.
+
+    Args:
+        directory: a prepared corpus's directory.
+        window: int, the pairs permuted together (65,536: about 16 MB).
+        Others: as `make_dataset`'s.
+    """
+    import tensorflow as tf
+
+    from keras_transformer.data.prepared import decode_pairs, read_manifest, shard_paths
+
+    manifest = read_manifest(directory)
+    _check_arguments(manifest["shards"], tokens_per_batch, max_length, long_pairs,
+                     batch_multiple)
+    paths = tf.constant(shard_paths(directory, manifest))
+    count = len(manifest["shards"])
 
     def ordered(epoch):
-        if repeat and shuffle:
-            return _permuted(corpus, seed, epoch)
-        if shuffle:
-            return examples.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
-        return examples
+        epoch = tf.constant(0, tf.int64) if epoch is None else epoch
+        files = paths
+        if shuffle:  # a seed apart from every window's (see `_permuted`)
+            files = tf.gather(paths, tf.random.experimental.stateless_shuffle(
+                tf.range(count), tf.stack([tf.cast(seed, tf.int64), -1 - epoch])))
+        pairs = tf.data.Dataset.from_tensor_slices(files).interleave(
+            tf.data.TFRecordDataset, cycle_length=min(count, 8), block_length=1,
+            num_parallel_calls=min(count, 8), deterministic=True,
+        ).batch(1024).map(decode_pairs, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+        return _permuted(pairs.ragged_batch(window), seed, epoch) if shuffle else pairs
+
+    return _batched(ordered, tokens_per_batch, max_length, long_pairs, shuffle, seed,
+                    repeat, static_shapes, batch_multiple, first_epoch)
+
+
+def bucket_plan(tokens_per_batch, max_length, static_shapes=False, batch_multiple=1):
+    """`(boundaries, batch_sizes)`: the length buckets (5%, or 20% with
+    `static_shapes`) and the rows of a batch of each, the token budget over
+    the bucket's length in whole multiples of `batch_multiple`."""
+    boundaries = bucket_boundaries(
+        max_length, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
+    batch_sizes = [max(1, tokens_per_batch // length // batch_multiple) * batch_multiple
+                   for length in boundaries]
+    return boundaries, batch_sizes
+
+
+def count_batches(length_counts, tokens_per_batch, max_length=128, long_pairs="drop",
+                  static_shapes=False, batch_multiple=1):
+    """The batches of one epoch of `make_dataset` (or `prepared_dataset`),
+    without reading it: a bucket of `n` pairs gives `ceil(n / rows)`
+    batches whatever the order, its last one partial.
+
+    Args:
+        length_counts: `{length: pairs}`, a pair's length being its longer
+            side in tokens, without bos/eos (a prepared corpus's
+            manifest holds them).
+
+    Returns:
+        `(batches, pairs)`: the batch count and the pairs kept (not dropped
+        for `max_length`).
+    """
+    boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
+                                          batch_multiple)
+    in_bucket = [0] * len(boundaries)
+    for length, count in length_counts.items():
+        length = int(length) + 1  # with eos (source, labels) or bos (decoder input)
+        if long_pairs == "truncate":
+            length = min(length, max_length)
+        if length <= max_length:
+            in_bucket[int(np.searchsorted(boundaries, length))] += count
+    batches = sum(-(-n // rows) for n, rows in zip(in_bucket, batch_sizes))
+    return batches, sum(in_bucket)
+
+
+def _batched(ordered, tokens_per_batch, max_length, long_pairs, shuffle, seed, repeat,
+             static_shapes, batch_multiple, first_epoch):
+    """`ordered(epoch)`'s `(source_ids, target_ids)` examples as training
+    batches (see `make_dataset`); an endless epoch stream with `repeat`."""
+    import tensorflow as tf
+
+    boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
+                                          batch_multiple)
 
     def batches(epoch):
-        dataset = _bucketed(ordered(epoch), boundaries, batch_sizes, static_shapes,
-                            batch_multiple)
+        examples = ordered(epoch).map(
+            lambda source, target: _teacher_forcing(source, target, max_length, long_pairs),
+            num_parallel_calls=tf.data.AUTOTUNE
+        ).filter(lambda inputs, labels: _pair_length(inputs, labels) <= max_length)
+        dataset = _bucketed(examples, boundaries, batch_sizes, static_shapes, batch_multiple)
         if shuffle:  # batches mixed across buckets; in a stream, the same way each epoch
             dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=not repeat)
         return dataset
@@ -152,38 +248,36 @@ def _pair_length(inputs, labels):
     return tf.maximum(tf.shape(inputs["encoder_token_ids"])[0], tf.shape(labels)[0])
 
 
-def _examples(pairs, tokenizer, max_length, long_pairs):
-    """String pairs --> teacher-forcing examples, one pair each:
-    `({"encoder_token_ids": source + eos, "decoder_token_ids": bos +
-    target}, target + eos)`, without the pairs longer than `max_length`."""
+def _token_ids(pairs, tokenizer):
+    """String pairs --> `(source_ids, target_ids)` int32 vectors, without
+    bos/eos: SentencePiece in batches of 1,024, inside tf.data."""
     import tensorflow as tf
 
     sources, targets = zip(*pairs)
-
-    def tokenize(source, target):
-        # Batched tokenization inside tf.data: ragged (batch, None) ids.
-        return tokenizer(source), tokenizer(target)
-
-    def add_special_tokens(source, target):
-        source = tf.cast(source, tf.int32)
-        target = tf.cast(target, tf.int32)
-        if long_pairs == "truncate":
-            source = source[: max_length - 1]
-            target = target[: max_length - 1]
-        eos, bos = tf.constant([EOS_ID]), tf.constant([BOS_ID])
-        return {
-            "encoder_token_ids": tf.concat([source, eos], 0),
-            "decoder_token_ids": tf.concat([bos, target], 0),
-        }, tf.concat([target, eos], 0)
-
     return (
         tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
         .batch(1024)
-        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        .map(lambda source, target: (tf.cast(tokenizer(source), tf.int32),
+                                     tf.cast(tokenizer(target), tf.int32)),
+             num_parallel_calls=tf.data.AUTOTUNE)
         .unbatch()
-        .map(add_special_tokens, num_parallel_calls=tf.data.AUTOTUNE)
-        .filter(lambda inputs, labels: _pair_length(inputs, labels) <= max_length)
     )
+
+
+def _teacher_forcing(source, target, max_length, long_pairs):
+    """One pair's example: `({"encoder_token_ids": source + eos,
+    "decoder_token_ids": bos + target}, target + eos)`, each side cut to
+    `max_length` with `long_pairs="truncate"`."""
+    import tensorflow as tf
+
+    if long_pairs == "truncate":
+        source = source[: max_length - 1]
+        target = target[: max_length - 1]
+    eos, bos = tf.constant([EOS_ID]), tf.constant([BOS_ID])
+    return {
+        "encoder_token_ids": tf.concat([source, eos], 0),
+        "decoder_token_ids": tf.concat([bos, target], 0),
+    }, tf.concat([target, eos], 0)
 
 
 def _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple):

@@ -20,6 +20,7 @@ an empty side or for being too long are counted in the returned
 import bz2
 import dataclasses
 import gzip
+import itertools
 import json
 import lzma
 import os
@@ -160,15 +161,19 @@ def _jsonl_pairs(path, source_language, target_language):
 
 
 def _moses_pairs(source_path, target_path):
-    source_lines = list(read_lines(source_path))
-    target_lines = list(read_lines(target_path))
-    if len(source_lines) != len(target_lines):
+    # Both files are read a line at a time: memory does not grow with them.
+    lines = {source_path: 0, target_path: 0}
+    for source, target in itertools.zip_longest(read_lines(source_path),
+                                                read_lines(target_path)):
+        for path, line in ((source_path, source), (target_path, target)):
+            lines[path] += line is not None
+        if source is None or target is None:
+            continue  # counting the longer file's lines
+        yield source[0], source[1], target[1]
+    if lines[source_path] != lines[target_path]:
         raise ValueError(
             f"Line-aligned files differ in length: {source_path} has "
-            f"{len(source_lines)} lines, {target_path} has {len(target_lines)}."
-        )
-    for (number, source), (_, target) in zip(source_lines, target_lines):
-        yield number, source, target
+            f"{lines[source_path]} lines, {target_path} has {lines[target_path]}.")
 
 
 def _tfds_pairs(spec, source_language, target_language):
@@ -219,38 +224,54 @@ def read_corpus(path, target_path=None, source_language="en",
         `(pairs, report)`: a list of `(source, target)` strings and a
         `CorpusReport`.
     """
-    if path.startswith("tfds:"):
-        rows = _tfds_pairs(path, source_language, target_language)
-    elif target_path is not None:
-        rows = _moses_pairs(path, target_path)
-    else:
-        root = _strip_compression(path)[0]
-        extension = os.path.splitext(root)[1].lower()
-        if extension in (".tsv", ".txt"):
-            rows = _tsv_pairs(path)
-        elif extension in (".jsonl", ".json"):
-            rows = _jsonl_pairs(path, source_language, target_language)
-        elif not os.path.exists(path):
-            rows = _moses_pairs(_find(path, source_language), _find(path, target_language))
-        else:
-            raise ValueError(
-                f"Cannot tell the format of {path!r}: use a .tsv, .txt or "
-                ".jsonl name (optionally .gz/.xz/.bz2), a Moses prefix, or "
-                "tfds:NAME."
-            )
     report = CorpusReport(path)
-    pairs = []
-    for _, source, target in rows:
-        report.read += 1
-        source, target = source.strip(), target.strip()
-        if not source or not target:
-            report.dropped_empty += 1
-        elif max_words and max(len(source.split()), len(target.split())) > max_words:
-            report.dropped_too_long += 1
-        else:
-            pairs.append((source, target))
-    report.kept = len(pairs)
+    pairs = list(iter_corpus(path, target_path, source_language, target_language,
+                             max_words, report))
     return pairs, report
+
+
+def iter_corpus(path, target_path=None, source_language="en", target_language="fr",
+                max_words=None, report=None):
+    """`read_corpus`'s pairs one at a time, for corpora larger than memory;
+    `report` (a `CorpusReport`) counts them as they pass. A path of no
+    known format fails here, before the first pair."""
+    rows = _rows(path, target_path, source_language, target_language)
+    report = report if report is not None else CorpusReport(path)
+
+    def pairs():
+        for _, source, target in rows:
+            report.read += 1
+            source, target = source.strip(), target.strip()
+            if not source or not target:
+                report.dropped_empty += 1
+            elif max_words and max(len(source.split()), len(target.split())) > max_words:
+                report.dropped_too_long += 1
+            else:
+                report.kept += 1
+                yield source, target
+
+    return pairs()
+
+
+def _rows(path, target_path, source_language, target_language):
+    """`(line_number, source, target)` rows of a corpus, by its format."""
+    if path.startswith("tfds:"):
+        return _tfds_pairs(path, source_language, target_language)
+    if target_path is not None:
+        return _moses_pairs(path, target_path)
+    root = _strip_compression(path)[0]
+    extension = os.path.splitext(root)[1].lower()
+    if extension in (".tsv", ".txt"):
+        return _tsv_pairs(path)
+    if extension in (".jsonl", ".json"):
+        return _jsonl_pairs(path, source_language, target_language)
+    if not os.path.exists(path):
+        return _moses_pairs(_find(path, source_language), _find(path, target_language))
+    raise ValueError(
+        f"Cannot tell the format of {path!r}: use a .tsv, .txt or "
+        ".jsonl name (optionally .gz/.xz/.bz2), a Moses prefix, or "
+        "tfds:NAME."
+    )
 
 
 def _find(prefix, language):

@@ -18,12 +18,13 @@ RUN_CONFIG_FILE = "train_config.json"  # the settings a run was started with
 
 class TimeBudget(keras.callbacks.Callback):
     """Stops `fit` at the end of the batch where `minutes` (0: none) have
-    passed since the first `fit` it served began."""
+    passed since the first `fit` it served began; notes when its first
+    batch ended (`first_step_at`, `time.monotonic()`)."""
 
     def __init__(self, minutes):
         super().__init__()
         self.seconds = minutes * 60.0
-        self.start = None
+        self.start = self.first_step_at = None
         self.spent = False
 
     def on_train_begin(self, logs=None):
@@ -31,6 +32,8 @@ class TimeBudget(keras.callbacks.Callback):
             self.start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
+        if self.first_step_at is None:
+            self.first_step_at = time.monotonic()
         if self.seconds and time.monotonic() - self.start > self.seconds:
             self.spent = self.model.stop_training = True
 
@@ -118,7 +121,7 @@ def save_results(config, model, results, jit_compile, minutes):
 
 
 def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_epoch,
-                         valid_data, jit_compile, keep, scope=None):
+                         valid_data, jit_compile, keep, scope=None, budget=None):
     """Builds the model (`build()`), or loads the checkpoint `resume_from`,
     and fits it for `config.epochs` within `config.max_minutes`, with
     checkpoints (`AtomicCheckpoint`: every epoch, every
@@ -132,10 +135,12 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
         train_stream: a function of an epoch number returning the endless
             stream of training batches from that epoch's first batch on.
         batches_per_epoch: int, the batches of an epoch.
+        budget: the `TimeBudget` of `config.max_minutes` to use (default: a
+            new one).
     """
     batches = resume_from[0] if resume_from else 0
     epoch, batch = divmod(batches, batches_per_epoch)
-    budget = TimeBudget(config.max_minutes)
+    budget = budget or TimeBudget(config.max_minutes)
     checkpoints = AtomicCheckpoint(
         os.path.join(config.run_dir, "checkpoints"), keep, batches,
         config.checkpoint_every_steps, config.checkpoint_every_minutes)

@@ -10,9 +10,12 @@ run directory.
 """
 
 import dataclasses
+import filecmp
 import json
 import os
 import random
+import resource
+import shutil
 import time
 from typing import Literal
 
@@ -21,7 +24,14 @@ import keras
 from keras_transformer.checks import check_non_negative, check_positive_int, check_rate
 from keras_transformer.compilation_cache import enable_compilation_cache
 from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
-from keras_transformer.data.pipeline import batch_statistics, make_dataset, with_known_length
+from keras_transformer.data.pipeline import (
+    batch_statistics,
+    count_batches,
+    make_dataset,
+    prepared_dataset,
+    with_known_length,
+)
+from keras_transformer.data.prepared import HELD_OUT_FILES, is_prepared, read_manifest
 from keras_transformer.data.readers import read_corpus
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.distribution import Parallelism, parse_distribution
@@ -32,6 +42,7 @@ from keras_transformer.models.presets import get_preset
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
 from keras_transformer.training.runs import (
+    TimeBudget,
     find_resume_point,
     fit_with_checkpoints,
     resolve_jit_compile,
@@ -52,13 +63,17 @@ class TrainConfig:
     line's flags are generated from these fields and their types. The
     figures behind each default are in docs/RESULTS.md."""
 
-    corpus: str = "bible"  # "bible", "numbers", a file, a Moses prefix, tfds:NAME
+    # "bible", "numbers", a file, a Moses prefix, tfds:NAME, or a directory
+    # from `keras-transformer prepare` (streamed, for large corpora)
+    corpus: str = "bible"
     target_path: str | None = None  # the target file of a Moses pair
     source_language: str = "en"
     target_language: str = "fr"
     run_dir: str = "runs/bible_en_fr"
     preset: Literal[tuple(PRESETS)] = "mini"  # the best in 10 minutes of the CPU presets
-    vocabulary_size: int = 2000  # shared BPE; 8000 was slower and no better
+    # Shared BPE; None: 2000 (8000 was slower and no better), or a prepared
+    # corpus's own.
+    vocabulary_size: int | None = None
     # The paper's 25,000 scaled to a CPU: twice the steps of 4,096 learn faster.
     tokens_per_batch: int = 2048
     # Batches whose mean gradient makes one update: the paper's 25,000
@@ -102,8 +117,16 @@ class TrainConfig:
     seed: int = 0
 
 
+DEFAULT_VOCABULARY_SIZE = 2000
+
+
 def load_splits(config):
-    """`(train, valid, test)` lists of sentence pairs for `config.corpus`."""
+    """`(train, valid, test)` lists of sentence pairs for `config.corpus`;
+    for a prepared corpus, whose training pairs are streamed from its
+    shards, `train` is None."""
+    if is_prepared(config.corpus):
+        return (None, *(read_corpus(os.path.join(config.corpus, HELD_OUT_FILES[split]))[0]
+                        for split in ("valid", "test")))
     if config.corpus == "bible":
         return tuple(bible_en_fr(split) for split in ("train", "valid", "test"))
     if config.corpus == "numbers":
@@ -187,6 +210,7 @@ def choose_alpha(translator, pairs, candidates=ALPHA_CANDIDATES):
 
 def train(config):
     """Runs the training program; returns a dict of results."""
+    program_start = time.monotonic()
     keras.utils.set_random_seed(config.seed)
     parallelism, jit_compile = check_config(config)
     cache_dir = enable_compilation_cache()
@@ -194,37 +218,52 @@ def train(config):
         print(f"compiled XLA programs are cached in {cache_dir}")
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     resume_from = find_resume_point(config, RESUME_FIELDS)  # (batches, path) or None
+    prepared = _prepared_manifest(config)
     train_pairs, valid_pairs, test_pairs = load_splits(config)
-    print(f"corpus: {len(train_pairs)} train, {len(valid_pairs)} valid, "
+    print(f"corpus: {prepared['pairs']['train'] if prepared else len(train_pairs)} train"
+          f"{' (prepared)' if prepared else ''}, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")
+    tokenizer = _tokenizer(config, train_pairs, bool(resume_from))
     save_run_config(config, resume_from)  # once the input is known good
-    tokenizer = _tokenizer(config, train_pairs, resuming=bool(resume_from))
 
     # XLA compiles every new shape: give it one per length bucket.
     static_shapes = jit_compile is True and keras.backend.backend() != "torch"
 
     def dataset(pairs, shuffle=False, **stream):
-        return make_dataset(
-            pairs, tokenizer, tokens_per_batch=config.tokens_per_batch,
-            max_length=config.max_length, long_pairs=config.long_pairs, shuffle=shuffle,
-            seed=config.seed, static_shapes=static_shapes,
-            batch_multiple=parallelism.data_parallel_size, **stream)
+        settings = dict(
+            tokens_per_batch=config.tokens_per_batch, max_length=config.max_length,
+            long_pairs=config.long_pairs, shuffle=shuffle, seed=config.seed,
+            static_shapes=static_shapes, batch_multiple=parallelism.data_parallel_size,
+            **stream)
+        if pairs is None:  # the prepared corpus's training pairs
+            return prepared_dataset(config.corpus, **settings)
+        return make_dataset(pairs, tokenizer, **settings)
 
-    # One pass counts an epoch's batches, the same in every shuffled order.
-    train_stats = batch_statistics(dataset(train_pairs))
-    efficiency = train_stats["padding_efficiency"]
-    print(f"{train_stats['batches']} batches an epoch; padding efficiency (real "
-          f"tokens / batch slots): {efficiency:.1%}")
+    if prepared:  # counted from the manifest's lengths: the first step waits for no pass
+        batches, kept = count_batches(
+            prepared["lengths"], config.tokens_per_batch, config.max_length,
+            config.long_pairs, static_shapes, parallelism.data_parallel_size)
+        efficiency = None
+        print(f"{batches} batches an epoch; {prepared['pairs']['train'] - kept} pairs "
+              f"longer than max_length={config.max_length} dropped")
+    else:  # one pass counts an epoch's batches, the same in every shuffled order
+        stats = batch_statistics(dataset(train_pairs))
+        batches, efficiency = stats["batches"], stats["padding_efficiency"]
+        print(f"{batches} batches an epoch; padding efficiency (real "
+              f"tokens / batch slots): {efficiency:.1%}")
 
     start = time.monotonic()
+    budget = TimeBudget(config.max_minutes)
     model = fit_with_checkpoints(
         config, resume_from,
         lambda: build_model(config, int(tokenizer.vocabulary_size()), jit_compile),
         lambda epoch: dataset(train_pairs, shuffle=True, repeat=True, first_epoch=epoch),
-        train_stats["batches"], with_known_length(dataset(valid_pairs)), jit_compile,
-        keep=max(config.keep_checkpoints, config.average_last), scope=parallelism.scope())
+        batches, with_known_length(dataset(valid_pairs)), jit_compile,
+        keep=max(config.keep_checkpoints, config.average_last), scope=parallelism.scope(),
+        budget=budget)
     minutes = (time.monotonic() - start) / 60.0
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
     model = _average(config, model, checkpoint_dir)
     translator = Translator(model, tokenizer, beam_size=config.beam_size)
@@ -240,7 +279,11 @@ def train(config):
         "dtype_policy": config.dtype_policy, "alpha": translator.alpha,
         "alpha_validation_bleu": None if alpha_bleu is None else {
             str(a): b for a, b in alpha_bleu.items()},
-        "padding_efficiency": efficiency, "backend": keras.backend.backend(),
+        "padding_efficiency": efficiency,
+        "seconds_to_first_step": (None if budget.first_step_at is None
+                                  else budget.first_step_at - program_start),
+        "training_peak_memory_mib": peak_memory,
+        "backend": keras.backend.backend(),
         "jit_compile": jit_compile, "static_shapes": static_shapes,
         "distribution": config.distribution,
         "data_parallel_size": parallelism.data_parallel_size,
@@ -281,14 +324,37 @@ def check_config(config):
     return parallelism, jit_compile
 
 
+def _prepared_manifest(config):
+    """A prepared corpus's manifest, or None for other corpora. Fails on
+    a `--vocabulary-size` other than the corpus's: its ids are written."""
+    if not is_prepared(config.corpus):
+        return None
+    manifest = read_manifest(config.corpus)
+    if config.vocabulary_size not in (None, manifest["vocabulary_size"]):
+        raise ValueError(
+            f"--vocabulary-size {config.vocabulary_size}: {config.corpus} is tokenized with "
+            f"{manifest['vocabulary_size']} pieces; leave the flag out, or prepare the "
+            "corpus again with that size")
+    return manifest
+
+
 def _tokenizer(config, train_pairs, resuming):
     """The run's tokenizer when resuming (`check_resume` made sure it is
-    there), else one trained on both sides of the training split."""
+    there); else a prepared corpus's, copied into the run directory, or one
+    trained on both sides of the training split."""
     path = os.path.join(config.run_dir, TOKENIZER_FILE)
+    prepared = os.path.join(config.corpus, TOKENIZER_FILE) if train_pairs is None else None
     if resuming:
+        if prepared and not filecmp.cmp(path, prepared, shallow=False):
+            raise ValueError(f"cannot resume: {path} differs from {prepared}, which "
+                             "tokenized the corpus; was the corpus prepared again?")
+        return load_tokenizer(path)
+    if prepared:
+        os.makedirs(config.run_dir, exist_ok=True)
+        shutil.copyfile(prepared, path)
         return load_tokenizer(path)
     return train_tokenizer([side for pair in train_pairs for side in pair],
-                           config.vocabulary_size, path)
+                           config.vocabulary_size or DEFAULT_VOCABULARY_SIZE, path)
 
 
 def _average(config, model, checkpoint_dir):

@@ -170,10 +170,11 @@ def test_long_pairs_dropped_or_truncated(numbers_tokenizer):
 def test_padding_efficiency_on_the_embedded_corpus(tmp_path):
     # With the demo's vocabulary and token budget (measured: 92.1%).
     from keras_transformer.training import TrainConfig
+    from keras_transformer.training.train import DEFAULT_VOCABULARY_SIZE
 
     demo = TrainConfig()
     pairs = bible_en_fr("train")
-    tokenizer = train_tokenizer([s for p in pairs for s in p], demo.vocabulary_size,
+    tokenizer = train_tokenizer([s for p in pairs for s in p], DEFAULT_VOCABULARY_SIZE,
                                 str(tmp_path / "tokenizer.model"))
     dataset = make_dataset(pairs, tokenizer, tokens_per_batch=demo.tokens_per_batch,
                            max_length=demo.max_length, shuffle=False)

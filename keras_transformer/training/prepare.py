@@ -1,0 +1,193 @@
+"""`keras-transformer prepare`: tokenize a corpus once into sharded TFRecord
+files (`keras_transformer.data.prepared`), for corpora larger than memory.
+
+Three reads of the corpus, each a line at a time: one counts its pairs and
+chooses the held-out ones; one samples the sentences SentencePiece trains on;
+one tokenizes the training pairs, spread at random over the shards. Each
+shard is then shuffled on its own, so memory holds one shard at most.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+import random
+import time
+
+import numpy as np
+
+from keras_transformer.checks import check_positive_int
+from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
+from keras_transformer.data.prepared import (
+    FORMAT,
+    HELD_OUT_FILES,
+    MANIFEST_FILE,
+    encode_pair,
+    shard_name,
+)
+from keras_transformer.data.readers import CorpusReport, iter_corpus
+from keras_transformer.data.tokenizer import TOKENIZER_FILE, train_tokenizer
+from keras_transformer.progress import Progress
+
+TOKENIZE_CHUNK = 4096  # pairs tokenized together, on every core
+
+
+@dataclasses.dataclass
+class PrepareConfig:
+    """What `prepare` reads and writes; the flags come from these fields."""
+
+    corpus: str = "bible"  # "bible", "numbers", a file, a Moses prefix, tfds:NAME
+    target_path: str | None = None  # the target file of a Moses pair
+    source_language: str = "en"
+    target_language: str = "fr"
+    output_dir: str = "prepared/bible_en_fr"
+    vocabulary_size: int = 2000  # the paper: about 37,000 for WMT EN-DE
+    # Sentences (both sides) SentencePiece trains on, drawn at random.
+    tokenizer_sample: int = 1_000_000
+    pairs_per_shard: int = 100_000  # a shard is shuffled in memory: ~20 MB
+    seed: int = 0
+    quiet: bool = False  # no progress lines
+
+
+def prepare(config):
+    """Runs the program; returns the manifest (a dict)."""
+    check_positive_int("tokenizer_sample", config.tokenizer_sample)
+    check_positive_int("pairs_per_shard", config.pairs_per_shard)
+    check_positive_int("vocabulary_size", config.vocabulary_size)
+    if os.path.exists(config.output_dir) and os.listdir(config.output_dir):
+        raise ValueError(f"{config.output_dir} exists and is not empty; prepare into a new "
+                         "directory (--output-dir), or delete it")
+    start = time.monotonic()
+    train_pairs, count, valid, test, report = _splits(config)
+    os.makedirs(config.output_dir, exist_ok=True)
+    for split, pairs in (("valid", valid), ("test", test)):
+        with open(os.path.join(config.output_dir, HELD_OUT_FILES[split]), "w",
+                  encoding="utf-8") as f:
+            f.writelines(f"{source}\t{target}\n" for source, target in pairs)
+
+    sample = _sample(train_pairs(), config.tokenizer_sample // 2 or 1, config.seed)
+    texts = [side for pair in sample for side in pair]
+    _say(config, f"training SentencePiece ({config.vocabulary_size} pieces) on "
+                 f"{len(texts):,} sentences")
+    tokenizer = train_tokenizer(texts, config.vocabulary_size,
+                                os.path.join(config.output_dir, TOKENIZER_FILE))
+    sentences = len(texts)
+    del sample, texts
+
+    shards = max(1, -(-count // config.pairs_per_shard))
+    sizes, lengths = _write_shards(config, train_pairs(), count, shards)
+    manifest = {
+        "format": FORMAT, "corpus": config.corpus, "target_path": config.target_path,
+        "source_language": config.source_language,
+        "target_language": config.target_language,
+        "vocabulary_size": int(tokenizer.vocabulary_size()), "tokenizer": TOKENIZER_FILE,
+        "tokenizer_sentences": sentences,
+        "seed": config.seed,
+        "pairs": {"read": report.read, "dropped_empty": report.dropped_empty,
+                  "train": count, "valid": len(valid), "test": len(test)},
+        "shards": [{"file": shard_name(i, shards), "pairs": n} for i, n in enumerate(sizes)],
+        "lengths": {str(length): lengths[length] for length in sorted(lengths)},
+        "seconds": round(time.monotonic() - start, 1),
+    }
+    with open(os.path.join(config.output_dir, MANIFEST_FILE), "w") as f:
+        json.dump(manifest, f, indent=1)
+    _say(config, f"prepared {count:,} training pairs in {shards} shard(s), "
+                 f"{len(valid)} valid, {len(test)} test: {config.output_dir}")
+    return manifest
+
+
+def _splits(config):
+    """`(train_pairs, count, valid, test, report)`: a function returning a
+    fresh iterator over the training pairs, their count, the held-out pairs
+    as lists, and the
+    reader's `CorpusReport`. A user's corpus holds out 5% of its pairs and
+    at most 1,000 for each of validation and test, chosen with the seed."""
+    if config.corpus in ("bible", "numbers"):
+        def split(name):
+            if config.corpus == "bible":
+                return bible_en_fr(name)
+            return numbers_and_dates(name, config.target_language)
+
+        train = split("train")
+        report = CorpusReport(config.corpus, read=len(train), kept=len(train))
+        return (lambda: iter(train)), len(train), split("valid"), split("test"), report
+
+    def read(report=None):
+        return iter_corpus(config.corpus, config.target_path, config.source_language,
+                           config.target_language, report=report)
+
+    report = CorpusReport(config.corpus)
+    total = sum(1 for _ in read(report))
+    print(report)
+    if total < 100:
+        raise ValueError(f"{config.corpus}: {total} usable pairs; at least 100 are needed.")
+    held_out = min(1000, total // 20)
+    chosen = random.Random(config.seed).sample(range(total), 2 * held_out)
+    roles = dict.fromkeys(chosen[:held_out], "valid") | dict.fromkeys(chosen[held_out:],
+                                                                      "test")
+    valid, test = [], []
+    for index, pair in enumerate(read()):
+        if index in roles:
+            (valid if roles[index] == "valid" else test).append(pair)
+
+    def train_pairs():
+        return (pair for index, pair in enumerate(read()) if index not in roles)
+
+    return train_pairs, total - len(roles), valid, test, report
+
+
+def _sample(pairs, size, seed):
+    """`size` of `pairs` drawn uniformly at random in one pass (reservoir
+    sampling), so the corpus never sits in memory."""
+    rng = random.Random(seed)
+    sample = []
+    for index, pair in enumerate(pairs):
+        if index < size:
+            sample.append(pair)
+        else:
+            slot = rng.randrange(index + 1)
+            if slot < size:
+                sample[slot] = pair
+    return sample
+
+
+def _write_shards(config, pairs, count, shards):
+    """Tokenizes `pairs` (`count` of them) into `shards` TFRecord files,
+    each pair in a shard drawn at random, then shuffles each shard on its
+    own; returns `(pairs per shard, {length: pairs})`."""
+    import sentencepiece as spm
+    import tensorflow as tf
+
+    processor = spm.SentencePieceProcessor(
+        model_file=os.path.join(config.output_dir, TOKENIZER_FILE))
+    rng = np.random.default_rng(config.seed)
+    paths = [os.path.join(config.output_dir, shard_name(i, shards)) for i in range(shards)]
+    writers = [tf.io.TFRecordWriter(path + ".tmp") for path in paths]
+    sizes, lengths = [0] * shards, {}
+    progress = Progress(count, "pairs", quiet=config.quiet)
+    threads = os.cpu_count() or 1
+    pairs = iter(pairs)
+    while chunk := list(itertools.islice(pairs, TOKENIZE_CHUNK)):
+        sources = processor.encode([source for source, _ in chunk], num_threads=threads)
+        targets = processor.encode([target for _, target in chunk], num_threads=threads)
+        for source, target, shard in zip(sources, targets, rng.integers(shards, size=len(chunk))):
+            writers[shard].write(encode_pair(source, target))
+            sizes[shard] += 1
+            length = max(len(source), len(target))
+            lengths[length] = lengths.get(length, 0) + 1
+        progress.advance(len(chunk))
+    progress.close()
+    for writer in writers:
+        writer.close()
+    for path in paths:
+        records = list(tf.data.TFRecordDataset(path + ".tmp").as_numpy_iterator())
+        with tf.io.TFRecordWriter(path) as writer:
+            for index in rng.permutation(len(records)):
+                writer.write(records[index])
+        os.remove(path + ".tmp")
+    return sizes, lengths
+
+
+def _say(config, message):
+    if not config.quiet:
+        print(message, flush=True)
