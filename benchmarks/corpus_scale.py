@@ -7,8 +7,8 @@ A corpus of N pairs is recombined from the shipped Bible corpus: each pair
 joins one or two random verse pairs, so lengths and vocabulary stay those
 of real text. For every size it reports `prepare`'s time, pairs/s and peak
 memory, and `train`'s peak memory and time to its first step on the
-prepared corpus (`--raw` adds `train` on the raw file, which holds the
-corpus in memory). Prints a Markdown table; `--json PATH` saves the rows.
+prepared corpus (`--raw N` adds `train` on the raw files of at most N
+pairs, which hold the corpus in memory). Prints a Markdown table; `--json PATH` saves the rows.
 """
 
 import argparse
@@ -50,10 +50,11 @@ def run_measured(args):
     return seconds, usage.ru_maxrss / 1024  # KiB on Linux
 
 
-def measure(pairs, workdir, train_minutes=1.0, raw=False, vocabulary_size=8000):
+def measure(pairs, workdir, train_minutes=1.0, raw=0, vocabulary_size=8000):
     """One row per corpus size in `pairs` (a list of int); see the module
-    docstring. `train` runs the `mini` preset for `train_minutes`, then
+    docstring; `raw` is the largest size also trained on from its raw file. `train` runs the `mini` preset for `train_minutes`, then
     scores 10 test sentences greedily."""
+    os.makedirs(workdir, exist_ok=True)
     rows = []
     for size in pairs:
         corpus = os.path.join(workdir, f"corpus-{size}.tsv")
@@ -64,7 +65,7 @@ def measure(pairs, workdir, train_minutes=1.0, raw=False, vocabulary_size=8000):
             "--vocabulary-size", str(vocabulary_size)])
         row = {"pairs": size, "prepare_s": seconds, "prepare_pairs_per_s": size / seconds,
                "prepare_peak_mib": memory}
-        for kind, source in [("prepared", prepared)] + ([("raw", corpus)] if raw else []):
+        for kind, source in [("prepared", prepared)] + ([("raw", corpus)] if size <= raw else []):
             run_dir = os.path.join(workdir, f"run-{kind}-{size}")
             _, memory = run_measured([
                 "train", "--corpus", source, "--run-dir", run_dir,
@@ -82,7 +83,7 @@ def measure(pairs, workdir, train_minutes=1.0, raw=False, vocabulary_size=8000):
 
 
 def table(rows):
-    raw = "train_raw_peak_mib" in rows[0]
+    raw = any("train_raw_peak_mib" in r for r in rows)
     lines = ["| pairs | prepare | pairs/s | prepare peak | train peak | first step |"
              + (" raw: train peak | raw: first step |" if raw else ""),
              "|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if raw else "")]
@@ -90,9 +91,11 @@ def table(rows):
         line = (f"| {r['pairs']:,} | {r['prepare_s']:.0f} s | {r['prepare_pairs_per_s']:,.0f} "
                 f"| {r['prepare_peak_mib']:,.0f} MiB | {r['train_prepared_peak_mib']:,.0f} MiB "
                 f"| {r['train_prepared_first_step_s']:.1f} s |")
-        if raw:
+        if "train_raw_peak_mib" in r:
             line += (f" {r['train_raw_peak_mib']:,.0f} MiB | "
                      f"{r['train_raw_first_step_s']:.1f} s |")
+        elif raw:
+            line += " | |"
         lines.append(line)
     return "\n".join(lines)
 
@@ -101,7 +104,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, nargs="+", default=[100_000, 1_000_000, 4_500_000])
     parser.add_argument("--train-minutes", type=float, default=1.0)
-    parser.add_argument("--raw", action="store_true", help="also train on the raw files")
+    parser.add_argument("--raw", type=int, default=0, metavar="N",
+                        help="also train on the raw files of at most N pairs")
     parser.add_argument("--workdir", help="where corpora and runs go (default: a temporary one)")
     parser.add_argument("--json", help="save the rows here")
     args = parser.parse_args(argv)

@@ -21,6 +21,7 @@ from typing import Literal
 
 import keras
 
+from keras_transformer.bleu import detokenized_bleu, tokenized_bleu
 from keras_transformer.checks import check_non_negative, check_positive_int, check_rate
 from keras_transformer.compilation_cache import enable_compilation_cache
 from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
@@ -107,6 +108,9 @@ class TrainConfig:
     # 6.1 tuned it on the development set); or a number >= 0.
     alpha: Literal["auto"] | float = "auto"
     eval_sentences: int = 1000  # test sentences for BLEU (0 = all)
+    # Also BLEU on Moses tokens with compounds split, as the paper reports
+    # it (never to be compared with sacrebleu's).
+    tokenized_bleu: bool = False
     resume: bool = False
     # "auto": XLA on JAX only (see `runs.resolve_jit_compile`); True or False.
     jit_compile: Literal["auto"] | bool = "auto"
@@ -183,17 +187,24 @@ def build_model(config, vocabulary_size, jit_compile):
     return model
 
 
-def evaluate_bleu(translator, pairs):
-    """Corpus BLEU and chrF (sacrebleu) of `translator` on `pairs`."""
+def evaluate_bleu(translator, pairs, tokenized_language=None):
+    """Corpus BLEU (sacrebleu's, with its signature) and chrF of
+    `translator` on `pairs`; with `tokenized_language`, also the paper's
+    tokenized BLEU (`keras_transformer.bleu`)."""
     import sacrebleu
 
     sources = [s for s, _ in pairs]
     references = [t for _, t in pairs]
     hypotheses = translator.translate(sources)
-    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
-    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
-    return {"bleu": bleu.score, "chrf": chrf.score,
-            "samples": list(zip(sources, hypotheses, references))[:5]}
+    bleu = detokenized_bleu(hypotheses, references)
+    scores = {"bleu": bleu["score"], "bleu_signature": bleu["signature"],
+              "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
+              "samples": list(zip(sources, hypotheses, references))[:5]}
+    if tokenized_language:
+        tokenized = tokenized_bleu(hypotheses, references, tokenized_language)
+        scores |= {"tokenized_bleu": tokenized["score"],
+                   "tokenized_bleu_method": tokenized["method"]}
+    return scores
 
 
 def choose_alpha(translator, pairs, candidates=ALPHA_CANDIDATES):
@@ -271,9 +282,13 @@ def train(config):
     translator.save(config.run_dir)
 
     test = test_pairs[: config.eval_sentences or None]
-    scores = evaluate_bleu(translator, test)
+    scores = evaluate_bleu(translator, test,
+                           config.target_language if config.tokenized_bleu else None)
     results = {
-        "bleu": scores["bleu"], "chrf": scores["chrf"],
+        "bleu": scores["bleu"], "bleu_signature": scores["bleu_signature"],
+        **{name: scores[name] for name in ("tokenized_bleu", "tokenized_bleu_method")
+           if name in scores},
+        "chrf": scores["chrf"],
         "test_sentences": len(test), "training_minutes": minutes,
         "steps": steps, "gradient_accumulation_steps": config.gradient_accumulation_steps,
         "dtype_policy": config.dtype_policy, "alpha": translator.alpha,
@@ -292,7 +307,10 @@ def train(config):
     with open(os.path.join(config.run_dir, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
     print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f} on {len(test)} "
-          f"test sentences, after {minutes:.1f} minutes of training")
+          f"test sentences, after {minutes:.1f} minutes of training ({scores['bleu_signature']})")
+    if "tokenized_bleu" in scores:
+        print(f"tokenized BLEU {scores['tokenized_bleu']:.2f} "
+              f"({scores['tokenized_bleu_method']}; not comparable with the above)")
     for source, hypothesis, reference in scores["samples"]:
         print(f"  source:     {source}\n  translated: {hypothesis}\n  reference:  {reference}")
     return results

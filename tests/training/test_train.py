@@ -42,7 +42,7 @@ def run(tmp_path_factory):
         corpus=str(corpus), run_dir=str(root / "run"), preset="tiny",
         vocabulary_size=300, tokens_per_batch=1024, max_length=32, epochs=4,
         max_minutes=0, warmup_steps=100, eval_sentences=100, average_last=2,
-        beam_size=2,
+        beam_size=2, tokenized_bleu=True,
         # ~200 steps of 1,024 tokens: 2e-3 gave BLEU 60 here, the demo's
         # 4e-3 (tuned for 2,500 steps of 2,048 tokens) 25 (measured).
         peak_learning_rate=2e-3,
@@ -70,6 +70,9 @@ def test_training_on_numbers_learns_to_translate(run):
     # an untrained model scores BLEU 0.0 / chrF < 2 here.
     _, first, second = run
     assert second["bleu"] >= 30.0 and second["chrf"] >= 50.0
+    assert second["bleu_signature"].startswith("nrefs:1|case:mixed")
+    assert second["tokenized_bleu"] > 0 and "compounds split" in second[
+        "tokenized_bleu_method"]
     assert second["bleu"] > first["bleu"]
 
 
