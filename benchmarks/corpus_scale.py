@@ -8,7 +8,8 @@ joins one or two random verse pairs, so lengths and vocabulary stay those
 of real text. For every size it reports `prepare`'s time, pairs/s and peak
 memory, and `train`'s peak memory and time to its first step on the
 prepared corpus (`--raw N` adds `train` on the raw files of at most N
-pairs, which hold the corpus in memory). Prints a Markdown table; `--json PATH` saves the rows.
+pairs, which hold the corpus in memory). Prints a Markdown table;
+`--json PATH` saves the rows.
 """
 
 import argparse
@@ -52,8 +53,9 @@ def run_measured(args):
 
 def measure(pairs, workdir, train_minutes=1.0, raw=0, vocabulary_size=8000):
     """One row per corpus size in `pairs` (a list of int); see the module
-    docstring; `raw` is the largest size also trained on from its raw file. `train` runs the `mini` preset for `train_minutes`, then
-    scores 10 test sentences greedily."""
+    docstring. `raw` is the largest size also trained on from its raw file.
+    `train` runs the `mini` preset for `train_minutes`, then scores 10 test
+    sentences greedily."""
     os.makedirs(workdir, exist_ok=True)
     rows = []
     for size in pairs:

@@ -27,21 +27,21 @@ class Progress:
         self.done = 0
         self.start = self.last = time.monotonic()
 
-    def advance(self, count=1, **fields):
-        """Adds `count` units done; `fields` (name: value) join the line."""
+    def advance(self, count=1):
+        """Adds `count` units done."""
         self.done += count
         now = time.monotonic()
         if not self.quiet and now - self.last >= self.interval:
             self.last = now
-            self._write(self.line(now, fields), final=False)
+            self._write(self._line(now), final=False)
 
-    def close(self, **fields):
+    def close(self):
         """Reports the final count, on its own line."""
         if not self.quiet:
-            self._write(self.line(time.monotonic(), fields), final=True)
+            self._write(self._line(time.monotonic()), final=True)
 
-    def line(self, now, fields=None):
-        """`done/total unit, rate/s, ETA` and `fields`, as one string."""
+    def _line(self, now):
+        """`done/total unit, rate/s, ETA` (or the time taken, once done)."""
         elapsed = max(now - self.start, 1e-9)
         rate = self.done / elapsed
         parts = [f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
@@ -49,9 +49,7 @@ class Progress:
         if self.total and rate > 0 and self.done < self.total:
             parts.append(f"ETA {_duration((self.total - self.done) / rate)}")
         else:
-            parts.append(f"{_duration(elapsed)}")
-        parts += [f"{name} {value:.4g}" if isinstance(value, float) else f"{name} {value}"
-                  for name, value in (fields or {}).items()]
+            parts.append(_duration(elapsed))
         return ", ".join(parts)
 
     def _write(self, line, final):

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from keras_transformer.checks import check_positive_int
-from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
+from keras_transformer.data.corpora import held_out_count, shipped_splits
 from keras_transformer.data.prepared import (
     FORMAT,
     HELD_OUT_FILES,
@@ -99,18 +99,14 @@ def prepare(config):
 def _splits(config):
     """`(train_pairs, count, valid, test, report)`: a function returning a
     fresh iterator over the training pairs, their count, the held-out pairs
-    as lists, and the
-    reader's `CorpusReport`. A user's corpus holds out 5% of its pairs and
-    at most 1,000 for each of validation and test, chosen with the seed."""
-    if config.corpus in ("bible", "numbers"):
-        def split(name):
-            if config.corpus == "bible":
-                return bible_en_fr(name)
-            return numbers_and_dates(name, config.target_language)
-
-        train = split("train")
+    as lists, and the reader's `CorpusReport`. A user's corpus holds out
+    `held_out_count` pairs for each of validation and test, chosen with the
+    seed."""
+    shipped = shipped_splits(config.corpus, config.target_language)
+    if shipped:
+        train, valid, test = shipped
         report = CorpusReport(config.corpus, read=len(train), kept=len(train))
-        return (lambda: iter(train)), len(train), split("valid"), split("test"), report
+        return (lambda: iter(train)), len(train), valid, test, report
 
     def read(report=None):
         return iter_corpus(config.corpus, config.target_path, config.source_language,
@@ -119,9 +115,7 @@ def _splits(config):
     report = CorpusReport(config.corpus)
     total = sum(1 for _ in read(report))
     print(report)
-    if total < 100:
-        raise ValueError(f"{config.corpus}: {total} usable pairs; at least 100 are needed.")
-    held_out = min(1000, total // 20)
+    held_out = held_out_count(config.corpus, total, "usable pairs")
     chosen = random.Random(config.seed).sample(range(total), 2 * held_out)
     roles = dict.fromkeys(chosen[:held_out], "valid") | dict.fromkeys(chosen[held_out:],
                                                                       "test")

@@ -24,7 +24,7 @@ import keras
 from keras_transformer.bleu import detokenized_bleu, tokenized_bleu
 from keras_transformer.checks import check_non_negative, check_positive_int, check_rate
 from keras_transformer.compilation_cache import enable_compilation_cache
-from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
+from keras_transformer.data.corpora import held_out_count, shipped_splits
 from keras_transformer.data.pipeline import (
     batch_statistics,
     count_batches,
@@ -125,17 +125,10 @@ DEFAULT_VOCABULARY_SIZE = 2000
 
 
 def load_splits(config):
-    """`(train, valid, test)` lists of sentence pairs for `config.corpus`;
-    for a prepared corpus, whose training pairs are streamed from its
-    shards, `train` is None."""
-    if is_prepared(config.corpus):
-        return (None, *(read_corpus(os.path.join(config.corpus, HELD_OUT_FILES[split]))[0]
-                        for split in ("valid", "test")))
-    if config.corpus == "bible":
-        return tuple(bible_en_fr(split) for split in ("train", "valid", "test"))
-    if config.corpus == "numbers":
-        return tuple(numbers_and_dates(split, config.target_language)
-                     for split in ("train", "valid", "test"))
+    """`(train, valid, test)` lists of sentence pairs for `config.corpus`."""
+    shipped = shipped_splits(config.corpus, config.target_language)
+    if shipped:
+        return shipped
     pairs, report = read_corpus(
         config.corpus, config.target_path, config.source_language,
         config.target_language,
@@ -146,13 +139,11 @@ def load_splits(config):
 
 def held_out_splits(config, items, what):
     """`(train, valid, test)` from a user's corpus: `items` shuffled with
-    the seed, 5% and at most 1,000 held out for each of validation and
-    test. Fails on fewer than 100 `what`."""
-    if len(items) < 100:
-        raise ValueError(f"{config.corpus}: {len(items)} {what}; at least 100 are needed.")
+    the seed, then `held_out_count` held out for each of validation and
+    test."""
+    held_out = held_out_count(config.corpus, len(items), what)
     items = list(items)
     random.Random(config.seed).shuffle(items)
-    held_out = min(1000, len(items) // 20)
     return items[2 * held_out:], items[:held_out], items[held_out:2 * held_out]
 
 
@@ -230,7 +221,12 @@ def train(config):
     checkpoint_dir = os.path.join(config.run_dir, "checkpoints")
     resume_from = find_resume_point(config, RESUME_FIELDS)  # (batches, path) or None
     prepared = _prepared_manifest(config)
-    train_pairs, valid_pairs, test_pairs = load_splits(config)
+    if prepared:  # training pairs streamed from its shards
+        train_pairs, valid_pairs, test_pairs = None, *(
+            read_corpus(os.path.join(config.corpus, HELD_OUT_FILES[split]))[0]
+            for split in ("valid", "test"))
+    else:
+        train_pairs, valid_pairs, test_pairs = load_splits(config)
     print(f"corpus: {prepared['pairs']['train'] if prepared else len(train_pairs)} train"
           f"{' (prepared)' if prepared else ''}, {len(valid_pairs)} valid, "
           f"{len(test_pairs)} test pairs")

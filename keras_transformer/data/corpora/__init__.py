@@ -79,3 +79,22 @@ def numbers_and_dates(split="train", target_language="fr", size=None, seed=0):
             seen.add(key)
             pairs.append((english, target))
     return pairs
+
+
+def shipped_splits(corpus, target_language="fr"):
+    """`(train, valid, test)` pair lists of a shipped corpus, "bible" or
+    "numbers" (to `target_language`); None for any other name."""
+    if corpus == "bible":
+        return tuple(bible_en_fr(split) for split in SPLITS)
+    if corpus == "numbers":
+        return tuple(numbers_and_dates(split, target_language) for split in SPLITS)
+    return None
+
+
+def held_out_count(corpus, total, what):
+    """How many of a user's `total` items (`what`: "usable pairs", ...)
+    are held out for each of validation and test: 5%, at most 1,000.
+    Fails on fewer than 100."""
+    if total < 100:
+        raise ValueError(f"{corpus}: {total} {what}; at least 100 are needed.")
+    return min(1000, total // 20)
