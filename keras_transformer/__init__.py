@@ -7,7 +7,7 @@ schedule, loss and metric, so `.keras` files load with no `custom_objects`.
 
 from keras_transformer import layers, losses, metrics, optimizers, schedules
 from keras_transformer.losses import LabelSmoothedCrossEntropy
-from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.metrics import MaskedAccuracy, TokenCount
 from keras_transformer.models import (
     PRESETS,
     BidirectionalEncoder,

@@ -7,6 +7,7 @@ finetune`.
     keras-transformer prepare --corpus big.tsv.gz --output-dir data/big
     keras-transformer train --corpus data/big --run-dir runs/big
     keras-transformer train --run-dir runs/mine --resume
+    keras-transformer train --recipe paper-base --corpus data/wmt14
     echo "Hello." | keras-transformer translate runs/mine
     keras-transformer average runs/mine/checkpoints --last 5 -o avg.keras
     keras-transformer train-lm --corpus text:books.txt --run-dir runs/gpt
@@ -96,32 +97,41 @@ PROGRAMS = {
 
 
 def _program(command):
-    """`(config class, function)` of a training command."""
+    """`(config class, function, recipes)` of a training command: recipes
+    are named sets of config values (`{}` if it has none)."""
     import importlib
 
     module, config, function, _ = PROGRAMS[command]
     module = importlib.import_module(module)
-    return getattr(module, config), getattr(module, function)
+    return getattr(module, config), getattr(module, function), getattr(module, "RECIPES", {})
 
 
 def _add_train_arguments(parser, command):
-    config_class, _ = _program(command)
+    # A flag left out is absent from the parsed arguments (SUPPRESS), so a
+    # recipe's values give way to the flags given.
+    config_class, _, recipes = _program(command)
     annotations = typing.get_type_hints(config_class)
     for field in dataclasses.fields(config_class):
         flag = "--" + field.name.replace("_", "-")
         annotation = annotations[field.name]
         if annotation is bool:
-            parser.add_argument(flag, action="store_true", help=f"(default: {field.default})")
+            parser.add_argument(flag, action="store_true", default=argparse.SUPPRESS,
+                                help=f"(default: {field.default})")
         else:
             parse = _value_parser(annotation, field.metadata.get("check"))
-            parser.add_argument(flag, type=parse, default=field.default,
+            parser.add_argument(flag, type=parse, default=argparse.SUPPRESS,
                                 help=f"(default: {field.default})")
+    if recipes:
+        parser.add_argument("--recipe", choices=sorted(recipes), default=argparse.SUPPRESS,
+                            help="start from a named set of settings; the flags given "
+                                 "beside it win")
 
 
 def _train(args):
-    config_class, program = _program(args.command)
+    config_class, program, recipes = _program(args.command)
     names = {f.name for f in dataclasses.fields(config_class)}
-    config = config_class(**{k: v for k, v in vars(args).items() if k in names})
+    given = {k: v for k, v in vars(args).items() if k in names}
+    config = config_class(**{**recipes.get(getattr(args, "recipe", None), {}), **given})
     try:
         program(config)
     except KeyboardInterrupt:

@@ -17,39 +17,48 @@ class Progress:
         quiet: bool, report nothing.
         every_seconds: float, the interval of lines in a log file.
         stream: where to write (default: standard error).
+        time_limit: float, seconds after which the work stops whatever is
+            left (a time budget): the ETA never goes past it. 0: none.
     """
 
-    def __init__(self, total, unit, quiet=False, every_seconds=30.0, stream=None):
+    def __init__(self, total, unit, quiet=False, every_seconds=30.0, stream=None,
+                 time_limit=0.0):
         self.total, self.unit, self.quiet = total, unit, quiet
+        self.time_limit = time_limit
         self.stream = stream or sys.stderr
         self.dynamic = self.stream.isatty()
         self.interval = 0.5 if self.dynamic else every_seconds
         self.done = 0
         self.start = self.last = time.monotonic()
 
-    def advance(self, count=1):
-        """Adds `count` units done."""
+    def advance(self, count=1, detail=None):
+        """Adds `count` units done. `detail`, a function returning a list of
+        strings, adds to the line; it is called only when a line is written
+        (reading a training step's logs waits for the step)."""
         self.done += count
         now = time.monotonic()
         if not self.quiet and now - self.last >= self.interval:
             self.last = now
-            self._write(self._line(now), final=False)
+            self._write(self._line(now, detail), final=False)
 
-    def close(self):
+    def close(self, detail=None):
         """Reports the final count, on its own line."""
         if not self.quiet:
-            self._write(self._line(time.monotonic()), final=True)
+            self._write(self._line(time.monotonic(), detail), final=True)
 
-    def _line(self, now):
-        """`done/total unit, rate/s, ETA` (or the time taken, once done)."""
+    def _line(self, now, detail):
+        """`done/total unit, rate/s, details, ETA` (or the time taken, once
+        done)."""
         elapsed = max(now - self.start, 1e-9)
         rate = self.done / elapsed
         parts = [f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
-                 + f" {self.unit}", f"{rate:,.0f} {self.unit}/s"]
-        if self.total and rate > 0 and self.done < self.total:
-            parts.append(f"ETA {_duration((self.total - self.done) / rate)}")
-        else:
-            parts.append(_duration(elapsed))
+                 + f" {self.unit}", f"{rate:,.{1 if rate < 10 else 0}f} {self.unit}/s"]
+        parts += detail() if detail else []
+        left = [(self.total - self.done) / rate] if (
+            self.total and rate > 0 and self.done < self.total) else []
+        if left and self.time_limit:
+            left.append(max(self.time_limit - elapsed, 0.0))
+        parts.append(f"ETA {_duration(min(left))}" if left else _duration(elapsed))
         return ", ".join(parts)
 
     def _write(self, line, final):

@@ -106,8 +106,10 @@ class Translator:
         )
         return tokens[:, 0], scores[:, 0]
 
-    def translate(self, sentences):
-        """Translates a list of strings; returns a list of strings."""
+    def translate(self, sentences, progress=None):
+        """Translates a list of strings; returns a list of strings.
+        `progress`, a `keras_transformer.progress.Progress`, advances by the
+        sentences of each batch done."""
         if isinstance(sentences, str):
             raise TypeError("`translate` takes a list of strings; wrap one sentence in a list.")
         sentences = [str(s) for s in sentences]
@@ -121,6 +123,8 @@ class Translator:
             tokens, _ = self.translate_ids(self._pad([encoded[j] for j in chunk]))
             for row, j in zip(tokens, chunk):
                 outputs[todo[j]] = self.until_eos(row)
+            if progress is not None:
+                progress.advance(len(chunk))
         return detokenize(self.tokenizer, outputs)
 
     def _pad(self, rows):

@@ -1,6 +1,7 @@
 """Progress lines: plain lines in a log, nothing when quiet."""
 
 import io
+import re
 
 from keras_transformer.progress import Progress, _duration
 
@@ -33,6 +34,26 @@ def test_quiet_writes_nothing_and_lines_wait_for_the_interval():
     assert log.getvalue() == ""
     patient.close()
     assert log.getvalue().startswith("5/10 steps, ")
+
+
+def test_details_are_read_only_for_a_line_and_the_eta_keeps_to_the_time_limit():
+    log = io.StringIO()
+    calls = []
+
+    def detail():
+        calls.append(1)
+        return ["loss 2.500"]
+
+    progress = Progress(1000, "steps", every_seconds=3600, stream=log, time_limit=120)
+    progress.advance(10, detail)
+    assert calls == [] and log.getvalue() == ""
+    progress.interval = 0
+    progress.start -= 60  # 60 s spent: 10 steps a minute leave 99 minutes of work
+    progress.advance(0, detail)
+    line = log.getvalue()
+    assert calls == [1] and ", loss 2.500, " in line
+    eta = re.search(r"ETA (?:(\d+)m)?(\d+)s", line)
+    assert eta and 55 <= int(eta.group(1) or 0) * 60 + int(eta.group(2)) <= 60  # the budget's
 
 
 def test_durations():

@@ -1,1 +1,2 @@
 from keras_transformer.metrics.masked_accuracy import MaskedAccuracy
+from keras_transformer.metrics.token_count import TokenCount

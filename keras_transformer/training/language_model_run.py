@@ -7,11 +7,15 @@ import os
 import time
 from typing import Literal
 
-from keras_transformer.checks import check_rate
+from keras_transformer.checks import check_non_negative, check_rate
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.optimizers import transformer_adam
-from keras_transformer.training.runs import fit_with_checkpoints, resolve_jit_compile
+from keras_transformer.training.runs import (
+    TrainingBudget,
+    fit_with_checkpoints,
+    resolve_jit_compile,
+)
 from keras_transformer.training.train import held_out_splits, load_splits
 
 # BERT's mask piece, at id 4 in every tokenizer these programs train, so
@@ -43,6 +47,7 @@ class LanguageModelConfig:
     max_length: int = 128  # tokens a row, special tokens included
     epochs: int = 100
     max_minutes: float = 5.0  # training time budget (0 = none)
+    max_updates: int = 0  # stop after this many optimizer updates (0 = none)
     warmup_steps: int = 200
     peak_learning_rate: float = 1e-3  # caps the warmup schedule's peak
     dropout_rate: float | None = None  # None = the preset's
@@ -52,7 +57,9 @@ class LanguageModelConfig:
     checkpoint_every_minutes: float = 10.0
     checkpoint_every_steps: int = 0
     resume: bool = False
-    # "auto": XLA on JAX only (see `runs.resolve_jit_compile`); True or False.
+    quiet: bool = False  # no progress lines
+    # "auto": XLA on JAX, and on TensorFlow with a GPU or TPU (see
+    # `runs.resolve_jit_compile`); True or False.
     jit_compile: Literal["auto"] | bool = "auto"
     seed: int = 0
 
@@ -61,6 +68,7 @@ class LanguageModelConfig:
         as `model.compile` takes it."""
         if self.dropout_rate is not None:
             check_rate("dropout_rate", self.dropout_rate)
+        check_non_negative("max_updates", self.max_updates)
         if self.max_length < 3:
             raise ValueError(
                 f"`max_length` must be at least 3. Received: max_length={self.max_length}")
@@ -129,6 +137,8 @@ def fit_and_test(config, resume_from, build, datasets, jit_compile):
     start = time.monotonic()
     model = fit_with_checkpoints(
         config, resume_from, build, lambda epoch: train_data.repeat(),
-        int(train_data.cardinality()), valid_data, jit_compile, keep=config.keep_checkpoints)
+        int(train_data.cardinality()), valid_data, jit_compile, keep=config.keep_checkpoints,
+        budget=TrainingBudget(config.max_minutes, config.max_updates,
+                              resume_from[0] if resume_from else 0))
     minutes = (time.monotonic() - start) / 60.0
     return model, minutes, model.evaluate(test_data, return_dict=True, verbose=0)

@@ -25,7 +25,7 @@ from keras_transformer.data.prepared import (
     encode_pair,
     shard_name,
 )
-from keras_transformer.data.readers import CorpusReport, iter_corpus
+from keras_transformer.data.readers import CorpusReport, iter_corpus, read_corpus
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, train_tokenizer
 from keras_transformer.progress import Progress
 
@@ -41,6 +41,12 @@ class PrepareConfig:
     source_language: str = "en"
     target_language: str = "fr"
     output_dir: str = "prepared/bible_en_fr"
+    # The validation and test sets, both or neither, read as `corpus` is
+    # (a file, a Moses prefix, tfds:NAME:SPLIT): the sets a paper reports
+    # on (WMT: newstest2013 and newstest2014); then every pair of `corpus`
+    # trains. Default: pairs held out from `corpus`.
+    valid_corpus: str | None = None
+    test_corpus: str | None = None
     vocabulary_size: int = 2000  # the paper: about 37,000 for WMT EN-DE
     # Sentences (both sides) SentencePiece trains on, drawn at random.
     tokenizer_sample: int = 1_000_000
@@ -54,6 +60,10 @@ def prepare(config):
     check_positive_int("tokenizer_sample", config.tokenizer_sample)
     check_positive_int("pairs_per_shard", config.pairs_per_shard)
     check_positive_int("vocabulary_size", config.vocabulary_size)
+    if (config.valid_corpus is None) != (config.test_corpus is None):
+        raise ValueError(
+            "--valid-corpus and --test-corpus go together; received only "
+            + ("--valid-corpus" if config.valid_corpus else "--test-corpus"))
     if os.path.exists(config.output_dir) and os.listdir(config.output_dir):
         raise ValueError(f"{config.output_dir} exists and is not empty; prepare into a new "
                          "directory (--output-dir), or delete it")
@@ -101,12 +111,16 @@ def _splits(config):
     fresh iterator over the training pairs, their count, the held-out pairs
     as lists, and the reader's `CorpusReport`. A user's corpus holds out
     `held_out_count` pairs for each of validation and test, chosen with the
-    seed."""
+    seed, unless the held-out sets are given."""
+    given = None
+    if config.valid_corpus is not None:  # read first: a bad path fails before a pass
+        given = [read_corpus(spec, None, config.source_language, config.target_language)[0]
+                 for spec in (config.valid_corpus, config.test_corpus)]
     shipped = shipped_splits(config.corpus, config.target_language)
     if shipped:
         train, valid, test = shipped
         report = CorpusReport(config.corpus, read=len(train), kept=len(train))
-        return (lambda: iter(train)), len(train), valid, test, report
+        return (lambda: iter(train)), len(train), *(given or (valid, test)), report
 
     def read(report=None):
         return iter_corpus(config.corpus, config.target_path, config.source_language,
@@ -115,6 +129,8 @@ def _splits(config):
     report = CorpusReport(config.corpus)
     total = sum(1 for _ in read(report))
     print(report)
+    if given:
+        return read, total, *given, report
     held_out = held_out_count(config.corpus, total, "usable pairs")
     chosen = random.Random(config.seed).sample(range(total), 2 * held_out)
     roles = dict.fromkeys(chosen[:held_out], "valid") | dict.fromkeys(chosen[held_out:],

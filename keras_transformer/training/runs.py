@@ -12,29 +12,35 @@ import keras
 from keras_transformer.data.tokenizer import TOKENIZER_FILE
 from keras_transformer.model_files import load_model_file
 from keras_transformer.training.checkpoints import AtomicCheckpoint, newest_good_checkpoint
+from keras_transformer.training.step_progress import StepProgress
 
 RUN_CONFIG_FILE = "train_config.json"  # the settings a run was started with
 
 
-class TimeBudget(keras.callbacks.Callback):
+class TrainingBudget(keras.callbacks.Callback):
     """Stops `fit` at the end of the batch where `minutes` (0: none) have
-    passed since the first `fit` it served began; notes when its first
-    batch ended (`first_step_at`, `time.monotonic()`)."""
+    passed since the first `fit` it served began, or where the run has
+    trained on `max_batches` (0: none), a resumed run's earlier `batches`
+    included; notes when its first batch ended (`first_step_at`,
+    `time.monotonic()`)."""
 
-    def __init__(self, minutes):
+    def __init__(self, minutes, max_batches=0, batches=0):
         super().__init__()
         self.seconds = minutes * 60.0
+        self.max_batches, self.batches = max_batches, batches
         self.start = self.first_step_at = None
-        self.spent = False
+        self.spent = bool(max_batches) and batches >= max_batches
 
     def on_train_begin(self, logs=None):
         if self.start is None:
             self.start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
+        self.batches += 1
         if self.first_step_at is None:
             self.first_step_at = time.monotonic()
-        if self.seconds and time.monotonic() - self.start > self.seconds:
+        if (self.seconds and time.monotonic() - self.start > self.seconds) or (
+                self.max_batches and self.batches >= self.max_batches):
             self.spent = self.model.stop_training = True
 
 
@@ -42,19 +48,32 @@ def resolve_jit_compile(setting):
     """A program's `jit_compile` setting as `model.compile` takes it.
 
     "auto" compiles the training step with XLA on JAX, which otherwise runs
-    op by op. Not on TensorFlow: XLA compiles one program per batch shape,
-    so it needs the static-shape pipeline (more padding) and a first epoch
-    of compiling, while graph mode takes every shape at the same speed and
-    scored as well in the demo (docs/RESULTS.md). Not on PyTorch
-    (Keras's own "auto" there).
+    op by op, and on TensorFlow when a GPU or TPU is present, where XLA is
+    TensorFlow's usual way to fuse a Transformer's many small kernels (not
+    measured here: no GPU). Not on a CPU-only TensorFlow: XLA compiles one program per batch shape, so it
+    needs the static-shape pipeline (more padding) and a first epoch of
+    compiling, while graph mode takes every shape at the same speed and
+    scored as well in the demo (docs/RESULTS.md). Not on PyTorch (Keras's
+    own "auto" there).
     """
     if setting == "auto":
-        return keras.backend.backend() == "jax"
+        backend = keras.backend.backend()
+        return backend == "jax" or (backend == "tensorflow" and has_accelerator())
     if setting is True or setting is False:
         return setting
     raise ValueError(
         f'`jit_compile` must be "auto", True or False. Received: jit_compile={setting!r}'
     )
+
+
+def has_accelerator():
+    """Whether the backend sees a GPU or TPU."""
+    if keras.backend.backend() == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    return any(not device.lower().startswith("cpu")
+               for device in keras.distribution.list_devices())
 
 
 def check_resume(config, fields):
@@ -121,33 +140,34 @@ def save_results(config, model, results, jit_compile, minutes):
 
 
 def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_epoch,
-                         valid_data, jit_compile, keep, scope=None, budget=None):
+                         valid_data, jit_compile, keep, budget, scope=None):
     """Builds the model (`build()`), or loads the checkpoint `resume_from`,
-    and fits it for `config.epochs` within `config.max_minutes`, with
-    checkpoints (`AtomicCheckpoint`: every epoch, every
-    `config.checkpoint_every_minutes` and `config.checkpoint_every_steps`,
-    the newest `keep` kept), TensorBoard logs and `history.csv` in
-    `config.run_dir`; returns the model, ending with its weights' moving
-    average if its optimizer keeps one.
+    and fits it for `config.epochs` within `budget`, with checkpoints
+    (`AtomicCheckpoint`: every epoch, every `config.checkpoint_every_minutes`
+    and `config.checkpoint_every_steps`, the newest `keep` kept), a
+    progress line (`StepProgress`, none with `config.quiet`), TensorBoard
+    logs and `history.csv` in `config.run_dir`; returns the model, ending
+    with its weights' moving average if its optimizer keeps one.
 
     Args:
         resume_from: `(batches, path)` of the checkpoint to continue, or None.
         train_stream: a function of an epoch number returning the endless
             stream of training batches from that epoch's first batch on.
         batches_per_epoch: int, the batches of an epoch.
-        budget: the `TimeBudget` of `config.max_minutes` to use (default: a
-            new one).
+        budget: the run's `TrainingBudget`.
     """
     batches = resume_from[0] if resume_from else 0
     epoch, batch = divmod(batches, batches_per_epoch)
-    budget = budget or TimeBudget(config.max_minutes)
     checkpoints = AtomicCheckpoint(
         os.path.join(config.run_dir, "checkpoints"), keep, batches,
         config.checkpoint_every_steps, config.checkpoint_every_minutes)
     log = keras.callbacks.CSVLogger(os.path.join(config.run_dir, "history.csv"),
                                     append=bool(resume_from))
+    planned = config.epochs * batches_per_epoch
+    progress = StepProgress(min(planned, budget.max_batches or planned) - batches,
+                            config.max_minutes * 60.0, quiet=config.quiet)
     callbacks = [checkpoints, keras.callbacks.TensorBoard(
-        os.path.join(config.run_dir, "logs")), log, budget]
+        os.path.join(config.run_dir, "logs")), log, budget, progress]
     with scope or contextlib.nullcontext():
         if resume_from:
             model = load_model_file(resume_from[1])
@@ -169,10 +189,12 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
                 stream = train_stream(epoch).skip(batches_per_epoch - steps)
                 model.fit(stream, validation_data=valid_data, initial_epoch=epoch,
                           epochs=epoch + 1 if steps < batches_per_epoch else config.epochs,
-                          steps_per_epoch=steps, callbacks=callbacks, verbose=2,
+                          steps_per_epoch=steps, callbacks=callbacks,
+                          verbose=0 if config.quiet else 2,
                           shuffle=False)  # the pipelines shuffle
                 epoch, log.append = epoch + 1, True
         finally:
             del model.optimizer.finalize_variable_values  # the method again
+            progress.close()
         finalize(model.trainable_weights)
     return model

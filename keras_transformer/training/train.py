@@ -37,13 +37,14 @@ from keras_transformer.data.readers import read_corpus
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.distribution import Parallelism, parse_distribution
 from keras_transformer.losses import LabelSmoothedCrossEntropy
-from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.metrics import MaskedAccuracy, TokenCount
 from keras_transformer.models import PRESETS, Transformer
 from keras_transformer.models.presets import get_preset
 from keras_transformer.optimizers import transformer_adam
+from keras_transformer.progress import Progress
 from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
 from keras_transformer.training.runs import (
-    TimeBudget,
+    TrainingBudget,
     find_resume_point,
     fit_with_checkpoints,
     resolve_jit_compile,
@@ -87,6 +88,7 @@ class TrainConfig:
     long_pairs: Literal["drop", "truncate"] = "drop"
     epochs: int = 40
     max_minutes: float = 10.0  # training time budget (0 = none)
+    max_updates: int = 0  # stop after this many optimizer updates (0 = none)
     warmup_steps: int = 200  # 4000 in the paper, for 100K steps
     # Caps the paper's formula, which peaks where small models stall; 0 = no cap.
     peak_learning_rate: float = 4e-3
@@ -112,7 +114,9 @@ class TrainConfig:
     # it (never to be compared with sacrebleu's).
     tokenized_bleu: bool = False
     resume: bool = False
-    # "auto": XLA on JAX only (see `runs.resolve_jit_compile`); True or False.
+    quiet: bool = False  # no progress lines
+    # "auto": XLA on JAX, and on TensorFlow with a GPU or TPU (see
+    # `runs.resolve_jit_compile`); True or False.
     jit_compile: Literal["auto"] | bool = "auto"
     # "none", "data" or "model:K" (keras_transformer.distribution); the
     # token budget is global, split over the data-parallel replicas.
@@ -122,6 +126,25 @@ class TrainConfig:
 
 
 DEFAULT_VOCABULARY_SIZE = 2000
+
+# The paper's training and decoding on WMT 2014 EN-DE (sections 5-6.1), as
+# `TrainConfig` fields; the command line's `--recipe NAME` starts from one,
+# and the flags given beside it win. The 25,000 tokens of an update come
+# from 4 batches of 6,250, which fit one GPU; on several, use the devices
+# instead (`--distribution data --tokens-per-batch 25000
+# --gradient-accumulation-steps 1`).
+_PAPER = dict(
+    source_language="en", target_language="de", vocabulary_size=37000,
+    tokens_per_batch=6250, gradient_accumulation_steps=4, max_length=256,
+    epochs=1000, max_minutes=0.0, warmup_steps=4000, peak_learning_rate=0.0,
+    ema_momentum=0.0, checkpoint_every_minutes=10.0, beam_size=4, alpha=0.6,
+    eval_sentences=0, tokenized_bleu=True)
+RECIPES = {
+    "paper-base": dict(_PAPER, preset="base", run_dir="runs/paper_base", max_updates=100_000,
+                       keep_checkpoints=5, average_last=5),
+    "paper-big": dict(_PAPER, preset="big", run_dir="runs/paper_big", max_updates=300_000,
+                      keep_checkpoints=20, average_last=20),
+}
 
 
 def load_splits(config):
@@ -172,21 +195,24 @@ def build_model(config, vocabulary_size, jit_compile):
     model.compile(
         optimizer=optimizer,
         loss=LabelSmoothedCrossEntropy(epsilon=label_smoothing(config)),
-        metrics=[MaskedAccuracy()],
+        metrics=[MaskedAccuracy(), TokenCount()],
         jit_compile=jit_compile,
     )
     return model
 
 
-def evaluate_bleu(translator, pairs, tokenized_language=None):
+def evaluate_bleu(translator, pairs, tokenized_language=None, quiet=True):
     """Corpus BLEU (sacrebleu's, with its signature) and chrF of
     `translator` on `pairs`; with `tokenized_language`, also the paper's
-    tokenized BLEU (`keras_transformer.bleu`)."""
+    tokenized BLEU (`keras_transformer.bleu`). Reports progress unless
+    `quiet`."""
     import sacrebleu
 
     sources = [s for s, _ in pairs]
     references = [t for _, t in pairs]
-    hypotheses = translator.translate(sources)
+    progress = Progress(len(sources), "sentences", quiet=quiet)
+    hypotheses = translator.translate(sources, progress)
+    progress.close()
     bleu = detokenized_bleu(hypotheses, references)
     scores = {"bleu": bleu["score"], "bleu_signature": bleu["signature"],
               "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
@@ -198,14 +224,14 @@ def evaluate_bleu(translator, pairs, tokenized_language=None):
     return scores
 
 
-def choose_alpha(translator, pairs, candidates=ALPHA_CANDIDATES):
+def choose_alpha(translator, pairs, candidates=ALPHA_CANDIDATES, quiet=True):
     """Sets `translator.alpha` to the candidate whose translations of
     `pairs` score the best corpus BLEU (the first on a tie); returns
     `{alpha: BLEU}`."""
     bleu = {}
     for alpha in candidates:
         translator.alpha = alpha
-        bleu[alpha] = evaluate_bleu(translator, pairs)["bleu"]
+        bleu[alpha] = evaluate_bleu(translator, pairs, quiet=quiet)["bleu"]
     translator.alpha = max(bleu, key=bleu.get)
     return bleu
 
@@ -260,14 +286,16 @@ def train(config):
               f"tokens / batch slots): {efficiency:.1%}")
 
     start = time.monotonic()
-    budget = TimeBudget(config.max_minutes)
+    budget = TrainingBudget(
+        config.max_minutes, config.max_updates * config.gradient_accumulation_steps,
+        resume_from[0] if resume_from else 0)
     model = fit_with_checkpoints(
         config, resume_from,
         lambda: build_model(config, int(tokenizer.vocabulary_size()), jit_compile),
         lambda epoch: dataset(train_pairs, shuffle=True, repeat=True, first_epoch=epoch),
         batches, with_known_length(dataset(valid_pairs)), jit_compile,
-        keep=max(config.keep_checkpoints, config.average_last), scope=parallelism.scope(),
-        budget=budget)
+        keep=max(config.keep_checkpoints, config.average_last), budget=budget,
+        scope=parallelism.scope())
     minutes = (time.monotonic() - start) / 60.0
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -279,7 +307,8 @@ def train(config):
 
     test = test_pairs[: config.eval_sentences or None]
     scores = evaluate_bleu(translator, test,
-                           config.target_language if config.tokenized_bleu else None)
+                           config.target_language if config.tokenized_bleu else None,
+                           quiet=config.quiet)
     results = {
         "bleu": scores["bleu"], "bleu_signature": scores["bleu_signature"],
         **{name: scores[name] for name in ("tokenized_bleu", "tokenized_bleu_method")
@@ -333,6 +362,7 @@ def check_config(config):
     check_non_negative("alpha", config.alpha, also="auto")
     check_rate("ema_momentum", config.ema_momentum)
     check_positive_int("gradient_accumulation_steps", config.gradient_accumulation_steps)
+    check_non_negative("max_updates", config.max_updates)
     if config.label_smoothing is not None:
         check_rate("label_smoothing", config.label_smoothing)
     return parallelism, jit_compile
@@ -347,8 +377,9 @@ def _prepared_manifest(config):
     if config.vocabulary_size not in (None, manifest["vocabulary_size"]):
         raise ValueError(
             f"--vocabulary-size {config.vocabulary_size}: {config.corpus} is tokenized with "
-            f"{manifest['vocabulary_size']} pieces; leave the flag out, or prepare the "
-            "corpus again with that size")
+            f"{manifest['vocabulary_size']} pieces; train with --vocabulary-size "
+            f"{manifest['vocabulary_size']}, or prepare the corpus again with "
+            f"{config.vocabulary_size}")
     return manifest
 
 
@@ -388,7 +419,7 @@ def _set_alpha(config, translator, valid_pairs):
         translator.alpha = config.alpha
         return None
     valid = valid_pairs[:ALPHA_SENTENCES]
-    alpha_bleu = choose_alpha(translator, valid)
+    alpha_bleu = choose_alpha(translator, valid, quiet=config.quiet)
     print(f"length penalty on {len(valid)} validation sentences: "
           + ", ".join(f"alpha {a}: BLEU {b:.2f}" for a, b in alpha_bleu.items())
           + f"; using alpha {translator.alpha}")

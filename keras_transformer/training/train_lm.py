@@ -14,7 +14,7 @@ import keras
 from keras_transformer.data.pipeline import causal_lm_dataset, with_known_length
 from keras_transformer.data.tokenizer import detokenize, token_ids
 from keras_transformer.losses import LabelSmoothedCrossEntropy
-from keras_transformer.metrics import MaskedAccuracy
+from keras_transformer.metrics import MaskedAccuracy, TokenCount
 from keras_transformer.models import CausalLM
 from keras_transformer.models.presets import CAUSAL_LM_PRESETS
 from keras_transformer.special_tokens import BOS_ID, EOS_ID
@@ -54,7 +54,7 @@ def build_causal_lm(config, vocabulary_size, jit_compile):
         optimizer=config.optimizer(model.d_model),
         loss=LabelSmoothedCrossEntropy(epsilon=0.0),
         metrics=[keras_hub.metrics.Perplexity(from_logits=True, mask_token_id=0),
-                 MaskedAccuracy()],
+                 MaskedAccuracy(), TokenCount()],
         jit_compile=jit_compile,
     )
     return model

@@ -183,3 +183,45 @@ def test_a_damaged_prepared_corpus_is_refused(corpus, tmp_path):
     (copy / MANIFEST_FILE).write_text(json.dumps({"format": "other"}))
     with pytest.raises(ValueError, match="not a manifest of format"):
         read_manifest(str(copy))
+
+
+def test_given_held_out_sets_are_written_and_every_corpus_pair_trains(tmp_path):
+    pairs = numbers_and_dates("train", size=400)
+    (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
+    held_out = {}
+    for split, size in (("newstest2013", 30), ("newstest2014", 40)):  # Moses files
+        chosen = numbers_and_dates("test", size=size)
+        for side, language in ((0, "en"), (1, "fr")):
+            (tmp_path / f"{split}.{language}").write_text(
+                "".join(pair[side] + "\n" for pair in chosen))
+        held_out[split] = chosen
+    output = str(tmp_path / "prepared")
+    manifest = prepare(PrepareConfig(
+        corpus=str(tmp_path / "train.tsv"), output_dir=output, vocabulary_size=200,
+        valid_corpus=str(tmp_path / "newstest2013"), test_corpus=str(tmp_path / "newstest2014"),
+        pairs_per_shard=150, quiet=True))
+    assert manifest["pairs"] | {"read": 0} == {"read": 0, "dropped_empty": 0, "train": 400,
+                                               "valid": 30, "test": 40}
+    assert read_corpus(os.path.join(output, "valid.tsv"))[0] == held_out["newstest2013"]
+    assert read_corpus(os.path.join(output, "test.tsv"))[0] == held_out["newstest2014"]
+    tokenizer = load_tokenizer(os.path.join(output, "tokenizer.model"))
+    streamed = collections.Counter(
+        (tuple(s), tuple(t)) for path in shard_paths(output, manifest)
+        for s, t in tf.data.TFRecordDataset(path).batch(10_000).map(decode_pairs)
+        .unbatch().as_numpy_iterator())
+    expected = collections.Counter(zip(
+        map(tuple, token_ids(tokenizer, [s for s, _ in pairs])),
+        map(tuple, token_ids(tokenizer, [t for _, t in pairs]))))
+    assert streamed == expected
+
+
+def test_held_out_sets_go_together_and_a_missing_one_fails_before_any_work(tmp_path):
+    output = tmp_path / "out"
+    with pytest.raises(ValueError, match="--valid-corpus and --test-corpus go together"):
+        prepare(PrepareConfig(corpus="numbers", output_dir=str(output),
+                              valid_corpus="newstest2013.tsv", quiet=True))
+    with pytest.raises(FileNotFoundError, match="nowhere.tsv"):
+        prepare(PrepareConfig(corpus="numbers", output_dir=str(output),
+                              valid_corpus=str(tmp_path / "nowhere.tsv"),
+                              test_corpus=str(tmp_path / "nowhere.tsv"), quiet=True))
+    assert not output.exists()

@@ -21,6 +21,7 @@ from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.tokenizer import detokenize
 from keras_transformer.models import Transformer
 from keras_transformer.training import TrainConfig, average_checkpoints, list_checkpoints, train
+from keras_transformer.training import runs
 from keras_transformer.training.train import (
     ALPHA_CANDIDATES,
     ALPHA_SENTENCES,
@@ -271,6 +272,65 @@ def test_train_flags_give_typed_values(monkeypatch):
     assert config.jit_compile is False and config.alpha == 0.8 and config.resume is True
     assert config.dropout_rate == 0.2 and config.target_path == "t.de"
     assert config.long_pairs == "drop" and config.epochs == TrainConfig.epochs
+
+
+def test_a_recipe_gives_the_papers_settings_and_the_flags_given_win(monkeypatch, capsys):
+    seen = {}
+    program = sys.modules["keras_transformer.training.train"]
+    monkeypatch.setattr(program, "train", lambda config: seen.setdefault("config", config))
+    cli.main(["train", "--recipe", "paper-big", "--corpus", "data/wmt14",
+              "--tokens-per-batch", "3125", "--gradient-accumulation-steps", "8"])
+    config = seen["config"]
+    assert (config.corpus, config.tokens_per_batch, config.gradient_accumulation_steps) == (
+        "data/wmt14", 3125, 8)  # the flags given
+    # Sections 5.1-6.1: big model, 300K updates, warmup 4000 with the formula's
+    # own peak, the last 20 checkpoints every 10 minutes, beam 4, alpha 0.6,
+    # tokenized BLEU, English to German.
+    assert (config.preset, config.max_updates, config.warmup_steps) == ("big", 300_000, 4000)
+    assert (config.peak_learning_rate, config.max_minutes, config.ema_momentum) == (0, 0, 0)
+    assert (config.average_last, config.checkpoint_every_minutes) == (20, 10.0)
+    assert config.keep_checkpoints >= config.average_last
+    assert (config.beam_size, config.alpha, config.tokenized_bleu) == (4, 0.6, True)
+    assert (config.source_language, config.target_language) == ("en", "de")
+    base = program.RECIPES["paper-base"]
+    assert base["tokens_per_batch"] * base["gradient_accumulation_steps"] == 25_000
+    assert (base["preset"], base["max_updates"], base["average_last"]) == ("base", 100_000, 5)
+    # Without a recipe, the fields' defaults.
+    seen.clear()
+    cli.main(["train", "--preset", "tiny"])
+    assert seen["config"] == TrainConfig(preset="tiny")
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["train", "--recipe", "paper-huge"])
+    error = capsys.readouterr().err
+    assert stopped.value.code == 2 and len(error.splitlines()) == 1
+    assert "'paper-huge'" in error and "paper-base" in error
+
+
+@pytest.mark.parametrize("accelerator", [False, True])
+def test_auto_compiles_with_xla_on_jax_and_on_tensorflow_with_an_accelerator(
+        accelerator, monkeypatch):
+    monkeypatch.setattr(runs, "has_accelerator", lambda: accelerator)
+    backend = keras.backend.backend()
+    expected = backend == "jax" or (backend == "tensorflow" and accelerator)
+    assert runs.resolve_jit_compile("auto") is expected
+    assert runs.resolve_jit_compile(False) is False
+
+
+def test_max_updates_stops_a_run_and_a_resumed_run_goes_on_to_a_new_one(tmp_path, capsys):
+    corpus = tmp_path / "numbers.tsv"
+    corpus.write_text("".join(f"{en}\t{fr}\n" for en, fr in numbers_and_dates(size=600)))
+    config = TrainConfig(
+        corpus=str(corpus), run_dir=str(tmp_path / "run"), preset="tiny",
+        vocabulary_size=200, tokens_per_batch=256, max_length=32, max_minutes=0,
+        max_updates=3, gradient_accumulation_steps=2, ema_momentum=0, eval_sentences=5,
+        beam_size=1, alpha=0.6, quiet=True)
+    checkpoints = os.path.join(config.run_dir, "checkpoints")
+    assert train(config)["steps"] == 3  # updates, of 2 batches each
+    assert [batches for batches, _ in list_checkpoints(checkpoints)] == [6]
+    assert train(dataclasses.replace(config, max_updates=5, resume=True))["steps"] == 5
+    assert [batches for batches, _ in list_checkpoints(checkpoints)] == [6, 10]
+    output = capsys.readouterr()
+    assert "steps/s" not in output.err and "Epoch 1/" not in output.out  # quiet
 
 
 @pytest.mark.parametrize("preset, flag, expected", [
