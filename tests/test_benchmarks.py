@@ -75,6 +75,33 @@ def test_training_benchmark_runs_on_this_backend():
     assert result["ours_vs_torch_native"]["b_s"] > 0
 
 
+def test_gpu_benchmark_counts_flops_tokens_and_utilisation():
+    from benchmarks import gpu
+
+    result = gpu.run(rounds=1, **gpu.SMALL)
+    config, steps = result["config"], gpu.SMALL["steps"]
+    tokens = training.real_target_tokens(training.make_batches(
+        steps, config["batch"], config["length"], config["vocabulary_size"]))
+    weights = sum(training.parameter_counts(config["d_model"], config["d_ff"],
+                                            config["num_layers"],
+                                            config["vocabulary_size"]).values())
+    for policy in gpu.POLICIES:
+        r = result[policy]
+        assert r["parameters"] == weights
+        assert r["flops_per_step"] == training.training_flops(**config)
+        assert r["achieved_flops"] == pytest.approx(r["flops_per_step"] / r["step_s"])
+        assert r["utilisation"] == pytest.approx(r["achieved_flops"] / r["peak_flops"])
+        assert r["tokens_per_s"] == pytest.approx(tokens / steps / r["step_s"])
+        assert r["step_s_min"] <= r["step_s"] <= r["step_s_max"]
+    # The same weights and batches in 16 bits: the same loss, to bfloat16's precision.
+    assert result["mixed_bfloat16"]["loss"] == pytest.approx(result["float32"]["loss"],
+                                                             rel=2e-2)
+    # Every hypothesis of an untrained model runs to input + max_extra_length.
+    assert result["beam_search"]["output_shape"] == [2, 1, 4 + 4]
+    text = gpu.table(result)
+    assert "| float32 |" in text and "| mixed_bfloat16 |" in text and "sentences/s" in text
+
+
 def test_language_model_benchmark_runs_on_this_backend():
     from benchmarks import language_models
 
