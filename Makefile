@@ -7,7 +7,7 @@ BACKENDS := tensorflow jax torch
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test test-backend clean
+.PHONY: install demo baseline test test-backend clean
 
 install: $(STAMP)
 
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml
 
 demo: install
 	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(PY) -m keras_transformer train
+
+# The demo, then the plain keras.io-style baseline for the same 10 minutes
+# (benchmarks/baseline.py): both scores and their ratios.
+baseline: install
+	KERAS_BACKEND=$${KERAS_BACKEND:-tensorflow} $(PY) -m benchmarks.baseline --demo
 
 # The whole suite once per backend, then the tests marked `once` (the
 # cross-backend checks, the notebooks, the fuzz tests with their case

@@ -154,3 +154,46 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     assert "GPT2CausalLM" in language_models and "old" not in written
     tables = text.split("| torch | A |")[1:]
     assert len(tables) == 2 and all(f"| torch | A |{t.rstrip()}\n" in written for t in tables)
+
+
+def test_baseline_is_causal_counted_and_decodes_its_own_argmax():
+    from benchmarks import baseline
+
+    sizes = dict(d_model=16, num_heads=2, d_ff=24, num_layers=1, dropout_rate=0.0)
+    v, length, d, f = 40, 10, 16, 24
+    keras.utils.set_random_seed(0)
+    model = baseline.baseline_model(v, length, **sizes)
+    # Embeddings (token + position, both sides), encoder layer (attention,
+    # feed-forward, 2 LayerNorms), decoder layer (2 attentions, 3), output.
+    attention, feed_forward, norm = 4 * (d * d + d), 2 * d * f + f + d, 2 * d
+    assert model.count_params() == (2 * (v * d + length * d) + attention + feed_forward
+                                    + 2 * norm + 2 * attention + feed_forward + 3 * norm
+                                    + d * v + v)
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, v, (2, length)).astype("int32")
+    source[:, 6:] = 0
+    decoder = rng.integers(4, v, (2, length)).astype("int32")
+    before = keras.ops.convert_to_numpy(model({"encoder_token_ids": source,
+                                               "decoder_token_ids": decoder}))
+    changed = decoder.copy()
+    changed[:, 5] = 7
+    after = keras.ops.convert_to_numpy(model({"encoder_token_ids": source,
+                                              "decoder_token_ids": changed}))
+    np.testing.assert_allclose(after[:, :5], before[:, :5], atol=1e-5)  # no earlier logit moves
+    assert np.abs(after[:, 5:] - before[:, 5:]).max() > 1e-4
+    # Greedy output, fed back with teacher forcing, is its own argmax.
+    out = baseline.GreedyTranslator(model, None, length=length).translate_ids(source)
+    assert (out[:, 0] == 1).all()
+    forced = np.argmax(keras.ops.convert_to_numpy(model(
+        {"encoder_token_ids": source, "decoder_token_ids": out})), -1)
+    np.testing.assert_array_equal(forced[:, :-1], out[:, 1:])
+
+
+def test_baseline_trains_and_is_scored_by_the_demos_harness():
+    from benchmarks import baseline
+
+    result = baseline.run_baseline(
+        corpus="numbers", minutes=0, max_steps=20, eval_sentences=16, vocabulary_size=300,
+        batch_size=16, d_model=16, num_heads=2, d_ff=24, num_layers=1)
+    assert result["steps"] == 20 and result["test_sentences"] == 16
+    assert 0 <= result["bleu"] <= 100 and 0 <= result["chrf"] <= 100
