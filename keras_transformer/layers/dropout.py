@@ -9,6 +9,7 @@ from keras_transformer.checks import check_rate
 # Each 32-bit hash gives two 16-bit uniforms, one per element.
 _BITS = 16
 _LEVELS = 2**_BITS
+_SEED_STATE = "seed_generator_state"  # its key in a saved model's store
 
 
 def _shift_right_logical(x, shift):
@@ -118,6 +119,19 @@ class Dropout(keras.layers.Layer):
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape
+
+    # Keras saves no SeedGenerator state; this layer saves its own, so that
+    # a model loaded from a checkpoint draws the masks the saved one would
+    # have drawn next (exact resume with dropout on).
+    def save_own_variables(self, store):
+        super().save_own_variables(store)
+        store[_SEED_STATE] = self.seed_generator.state
+
+    def load_own_variables(self, store):
+        keys = list(store.keys())
+        if _SEED_STATE in keys:  # files saved before it was are loaded as before
+            self.seed_generator.state.assign(store[_SEED_STATE])
+        super().load_own_variables({key: store[key] for key in keys if key != _SEED_STATE})
 
     def get_config(self):
         config = super().get_config()

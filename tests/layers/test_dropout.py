@@ -100,3 +100,43 @@ def test_config_roundtrip_and_bad_rate():
     for rate in (1.0, -0.1, "0.1"):
         with pytest.raises(ValueError, match=f"rate={rate!r}"):
             Dropout(rate)
+
+
+def test_the_random_state_survives_a_saved_model(tmp_path):
+    # A model loaded from a checkpoint trains on as the saved one would:
+    # the same next dropout masks, so the same weights after a step.
+    import keras
+
+    import keras_transformer as kt
+
+    keras.utils.set_random_seed(0)
+    model = kt.Transformer.from_preset("tiny", vocabulary_size=50, dropout_rate=0.3)
+    model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossEntropy(0.1))
+    rng = np.random.default_rng(0)
+    inputs = {"encoder_token_ids": rng.integers(1, 50, (4, 7)),
+              "decoder_token_ids": rng.integers(1, 50, (4, 6))}
+    labels = rng.integers(1, 50, (4, 6))
+    for _ in range(3):
+        model.train_on_batch(inputs, labels)
+    model.save(tmp_path / "checkpoint.keras")
+    keras.utils.set_random_seed(1)  # a new process's seeds: none of this run's
+    loaded = keras.saving.load_model(tmp_path / "checkpoint.keras")
+    states = [to_numpy(layer.seed_generator.state) for layer in model._flatten_layers()
+              if isinstance(layer, Dropout)]
+    assert len(states) == 11 and any(state[1] > 0 for state in states)  # masks were drawn
+    for layer, state in zip((x for x in loaded._flatten_layers() if isinstance(x, Dropout)),
+                            states):
+        np.testing.assert_array_equal(to_numpy(layer.seed_generator.state), state)
+    model.train_on_batch(inputs, labels)
+    loaded.train_on_batch(inputs, labels)
+    for a, b in zip(model.weights, loaded.weights, strict=True):
+        np.testing.assert_allclose(to_numpy(a), to_numpy(b), atol=1e-6)
+    # Without the saved state the next masks, and so the weights, differ.
+    for layer in loaded._flatten_layers():
+        if isinstance(layer, Dropout):
+            layer.seed_generator.state.assign(
+                np.array([12345, 0], layer.seed_generator.state.dtype))
+    model.train_on_batch(inputs, labels)
+    loaded.train_on_batch(inputs, labels)
+    assert max(np.abs(to_numpy(a) - to_numpy(b)).max()
+               for a, b in zip(model.weights, loaded.weights)) > 1e-4
