@@ -31,6 +31,7 @@ from benchmarks.training import (
     real_target_tokens,
     training_flops,
 )
+from benchmarks.timing import compiled, timed
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.training.runs import has_accelerator
 
@@ -40,20 +41,6 @@ SMALL = dict(config=dict(preset_sizes("tiny", num_layers=1, vocabulary_size=100)
              steps=2, matmul_size=256, beam_batch=2, source_length=4, max_extra_length=4)
 
 
-def _compiled(fn):
-    """`fn` compiled as the backend compiles a training step."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return jax.jit(fn)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn, jit_compile=True)
-    return fn
-
-
 def matmul_peak(dtype, n=8192, repeats=10):
     """FLOP/s of compiled `n x n` products in `dtype` (float32 or
     bfloat16) on the backend's device: `repeats` products queued, then one
@@ -61,7 +48,7 @@ def matmul_peak(dtype, n=8192, repeats=10):
     sum of each product, one scalar, is what comes back)."""
     a = keras.random.normal((n, n), seed=0, dtype=dtype)
     b = keras.random.normal((n, n), seed=1, dtype=dtype)
-    product = _compiled(
+    product = compiled(
         lambda x, y: keras.ops.cast(keras.ops.sum(keras.ops.matmul(x, y)), "float32"))
     keras.ops.convert_to_numpy(product(a, b))  # compile
     best = float("inf")
@@ -114,11 +101,7 @@ def beam_search_speed(config, batch, source_length, max_extra_length, rounds):
         return keras.ops.convert_to_numpy(tokens)
 
     tokens = search()  # compile
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        search()
-        times.append(time.perf_counter() - start)
+    times = [timed(search) for _ in range(rounds)]
     seconds = statistics.median(times)
     return {"batch": batch, "output_shape": list(tokens.shape), "seconds": seconds,
             "seconds_min": min(times), "seconds_max": max(times),

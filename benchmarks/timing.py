@@ -7,6 +7,21 @@ import time
 import keras
 
 
+def compiled(fn):
+    """`fn` compiled as the backend compiles a training step: `jax.jit`,
+    `tf.function` with XLA, or as it is on PyTorch (eager)."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True)
+    return fn
+
+
 def timed(fn, *args):
     """Seconds for `fn(*args)`, waiting for its result (the first output
     when it returns a tuple) to be computed."""
