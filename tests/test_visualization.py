@@ -1,7 +1,6 @@
 """The attention pictures' numbers: `attention_maps` returns the model's
 real attention weights, token-aligned (the notebooks check the plots)."""
 
-import keras
 import numpy as np
 import pytest
 

@@ -2,6 +2,7 @@
 sub-layers and the residual connection around each (paper section 3.1)."""
 
 import keras
+from keras import ops
 
 from keras_transformer.checks import check_attention_sizes, check_positive_int, check_rate
 from keras_transformer.layers.dropout import Dropout
@@ -83,14 +84,26 @@ class BlockBase(keras.layers.Layer):
 
     def _self_attention_sublayer(self, x, padding_mask, use_causal_mask,
                                  return_attention_scores, training, cache=None,
-                                 cache_index=None):
+                                 cache_index=None, query_positions=None):
         """`x` after its self-attention sub-layer, residual included;
         returns `(x, extras)` as `_residual` (the weights, then the updated
-        cache, when asked for)."""
+        cache, when asked for).
+
+        With `query_positions` (int `(batch, n)`), only those positions
+        query: the result is `(batch, n, d_model)`, while keys and values
+        still come from every position of `x`."""
+        if query_positions is None:
+            memory, queries = None, x
+        else:
+            memory = self.self_attention_norm(x) if self.norm_first else x
+            queries = ops.take_along_axis(
+                x, ops.cast(query_positions, "int32")[:, :, None], axis=1
+            )
         return self._residual(
-            x, self.self_attention_norm,
+            queries, self.self_attention_norm,
             lambda h: self.self_attention(
-                h, h, padding_mask=padding_mask, use_causal_mask=use_causal_mask,
+                h, h if memory is None else memory, padding_mask=padding_mask,
+                use_causal_mask=use_causal_mask,
                 return_attention_scores=return_attention_scores, cache=cache,
                 cache_index=cache_index, training=training,
             ),

@@ -43,12 +43,18 @@ class EncoderBlock(BlockBase):
         padding_mask: bool `(batch, seq)` or None.
         use_causal_mask: bool, position `i` sees only positions `<= i`.
         self_attention_cache, cache_index: see incremental decoding above.
+        query_positions: int `(batch, n)` or None. Compute the output at
+            these positions only (the keys and values still come from every
+            position), as the last block of a model that reads a few
+            positions (BERT's masked tokens, its first token) needs.
+            Not with a causal mask or a cache.
         return_attention_scores: bool, also return the self-attention
             weights `(batch, heads, seq, seq)`.
         training: bool.
 
     Returns:
-        `(batch, seq, d_model)`; then the weights if requested; then the
+        `(batch, seq, d_model)` (`(batch, n, d_model)` with
+        `query_positions`); then the weights if requested; then the
         updated cache if one was given.
 
     Example:
@@ -62,16 +68,26 @@ class EncoderBlock(BlockBase):
 
     def call(self, encoder_sequence, padding_mask=None, use_causal_mask=False,
              self_attention_cache=None, cache_index=None,
-             return_attention_scores=False, training=None):
-        # --> (batch, seq, d_model)
+             return_attention_scores=False, query_positions=None, training=None):
+        if query_positions is not None and (use_causal_mask or self_attention_cache is not None):
+            raise ValueError(
+                "`query_positions` needs every position's keys and values at "
+                "once: it works without a causal mask or a cache. Received: "
+                f"use_causal_mask={use_causal_mask}, self_attention_cache "
+                f"{'given' if self_attention_cache is not None else 'None'}"
+            )
+        # --> (batch, seq or n, d_model)
         x, extras = self._self_attention_sublayer(
             encoder_sequence, padding_mask, use_causal_mask,
             return_attention_scores, training, self_attention_cache, cache_index,
+            query_positions,
         )
         x, _ = self._residual(x, self.feed_forward_norm, self.feed_forward, training)
         # Then the weights, then the cache, when asked for.
         results = (x, *extras)
         return results[0] if len(results) == 1 else results
 
-    def compute_output_shape(self, encoder_sequence_shape):
-        return encoder_sequence_shape
+    def compute_output_shape(self, encoder_sequence_shape, query_positions_shape=None):
+        if query_positions_shape is None:
+            return encoder_sequence_shape
+        return tuple(query_positions_shape) + tuple(encoder_sequence_shape[-1:])

@@ -22,8 +22,11 @@ class MaskedLMHead(keras.layers.Layer):
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
-        sequence: `(batch, seq, d_model)`, the encoder's output.
-        mask_positions: int `(batch, num_masked)`, positions to predict.
+        sequence: `(batch, seq, d_model)`, the encoder's output; or, without
+            `mask_positions`, its states at the masked positions only,
+            `(batch, num_masked, d_model)` (as `MaskedLM` computes them).
+        mask_positions: int `(batch, num_masked)`, positions to predict,
+            or None.
 
     Returns:
         float32 logits `(batch, num_masked, vocabulary_size)`.
@@ -52,17 +55,20 @@ class MaskedLMHead(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, sequence, mask_positions):
-        # (batch, seq, d_model) --> (batch, num_masked, d_model)
-        x = ops.take_along_axis(
-            sequence, ops.cast(mask_positions, "int32")[:, :, None], axis=1
-        )
+    def call(self, sequence, mask_positions=None):
+        x = sequence
+        if mask_positions is not None:
+            # (batch, seq, d_model) --> (batch, num_masked, d_model)
+            x = ops.take_along_axis(
+                x, ops.cast(mask_positions, "int32")[:, :, None], axis=1
+            )
         x = self.norm(self.dense(x))
         logits = self.token_embedding(x, reverse=True)  # (batch, num_masked, vocab)
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
-    def compute_output_shape(self, sequence_shape, mask_positions_shape):
-        return tuple(mask_positions_shape) + (self.token_embedding.vocabulary_size,)
+    def compute_output_shape(self, sequence_shape, mask_positions_shape=None):
+        rows = sequence_shape[:-1] if mask_positions_shape is None else mask_positions_shape
+        return tuple(rows) + (self.token_embedding.vocabulary_size,)
 
     def get_config(self):
         config = super().get_config()

@@ -141,19 +141,38 @@ class BidirectionalEncoder(ModelBase):
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        x = embed(
-            token_ids, self.token_embedding, self.positions, self.embedding_dropout,
-            extra=self.segment_embedding(segment_ids), norm=self.embedding_norm,
-        )
-        x, _, _ = apply_blocks(
-            self.blocks, x, self.final_norm,
-            padding_mask=ops.not_equal(token_ids, pad_id),
-        )
-        # --> (batch, d_model), from the first ([CLS]) token.
-        pooled = self.pooler(x[:, 0, :])
+        x = self.encode(token_ids, segment_ids)
         super().__init__(
             inputs={"token_ids": token_ids, "segment_ids": segment_ids},
-            outputs={"sequence_output": x, "pooled_output": pooled},
+            outputs={"sequence_output": x, "pooled_output": self.pool(x)},
             dtype=dtype,
             **kwargs,
         )
+
+    # === Stages ===
+
+    def encode(self, token_ids, segment_ids, output_positions=None, training=None):
+        """int `(batch, seq)` token and segment ids --> the last block's
+        states `(batch, seq, d_model)`.
+
+        With `output_positions` (int `(batch, n)`), only the states at those
+        positions, `(batch, n, d_model)`: the last block then computes
+        nothing else, which saves most of its work when a head reads a few
+        positions (the masked tokens, the first token).
+        """
+        x = embed(
+            token_ids, self.token_embedding, self.positions, self.embedding_dropout,
+            extra=self.segment_embedding(segment_ids), norm=self.embedding_norm,
+            training=training,
+        )
+        x, _, _ = apply_blocks(
+            self.blocks, x, self.final_norm,
+            padding_mask=ops.not_equal(token_ids, self.pad_id),
+            query_positions=output_positions, training=training,
+        )
+        return x
+
+    def pool(self, states):
+        """`(batch, seq, d_model)` states, the first ([CLS]) token's first
+        --> the pooled summary `(batch, d_model)`."""
+        return self.pooler(states[:, 0, :])

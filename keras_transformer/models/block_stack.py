@@ -41,7 +41,7 @@ def build_stack(block_class, num_layers, block_name, norm_name, norm_first,
 
 
 def apply_blocks(blocks, x, final_norm=None, per_block=None,
-                 return_attention_scores=False, **shared):
+                 return_attention_scores=False, query_positions=None, **shared):
     """Runs `x` through `blocks` in order, then `final_norm` if given.
 
     The encoder, the decoder and their incremental decoding are all this
@@ -56,16 +56,23 @@ def apply_blocks(blocks, x, final_norm=None, per_block=None,
             `self_attention_cache` and `cross_attention_cache`). A block
             given a `self_attention_cache` returns its updated cache.
         return_attention_scores: bool, collect each block's weights.
+        query_positions: int `(batch, n)` or None. The last block computes
+            only these positions (`EncoderBlock`'s argument): the output is
+            `(batch, n, d_model)`, and the last block spends nothing on
+            positions nobody reads.
         **shared: call arguments for every block (masks, the encoder
             output, `cache_index`, `training`).
 
     Returns:
-        `(x, scores, caches)`: the output `(batch, seq, d_model)`, the list
+        `(x, scores, caches)`: the output `(batch, seq or n, d_model)`, the list
         of per-block attention weights (empty unless requested) and the
         list of updated self-attention caches (empty without caches).
     """
     scores, caches = [], []
-    for block, own in zip(blocks, per_block or [{}] * len(blocks)):
+    last = len(blocks) - 1
+    for i, (block, own) in enumerate(zip(blocks, per_block or [{}] * len(blocks))):
+        if i == last and query_positions is not None:
+            own = {**own, "query_positions": query_positions}
         outputs = block(
             x, return_attention_scores=return_attention_scores, **own, **shared
         )

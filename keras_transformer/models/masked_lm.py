@@ -52,10 +52,12 @@ class MaskedLM(ModelBase):
                 shape=(None,), dtype="int32", name="mask_positions"
             ),
         }
-        sequence = encoder(
-            {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
-        )["sequence_output"]
-        logits = self.head(sequence, inputs["mask_positions"])
+        # (batch, num_masked, d_model): the last block computes only these.
+        masked = encoder.encode(
+            inputs["token_ids"], inputs["segment_ids"],
+            output_positions=inputs["mask_positions"],
+        )
+        logits = self.head(masked)
         kwargs.setdefault("dtype", encoder.dtype_policy)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 

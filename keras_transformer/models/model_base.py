@@ -29,6 +29,26 @@ class ModelBase(keras.Model):
             return object.__setattr__(self, name, value)
         return super().__setattr__(name, value)
 
+    @property
+    def layers(self):
+        """The graph's layers, with a shared `encoder` (a model whose stages
+        this graph calls directly) listed once, as one layer, where its first
+        layer is: its weights then keep the paths `.keras` files give them,
+        the same as when this graph called the encoder whole."""
+        layers = super().layers
+        encoder = getattr(self, "encoder", None)
+        if not isinstance(encoder, keras.Model):
+            return layers
+        inner = {id(layer) for layer in encoder.layers}
+        listed, seen = [], False
+        for layer in layers:
+            if id(layer) not in inner:
+                listed.append(layer)
+            elif not seen:
+                listed.append(encoder)
+                seen = True
+        return listed
+
     @classmethod
     def from_preset(cls, name, **overrides):
         """Builds the preset `name` of `cls.presets`, with `overrides` of

@@ -49,7 +49,12 @@ class SequenceClassifier(ModelBase):
             "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
             "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
         }
-        pooled = encoder(inputs)["pooled_output"]  # (batch, d_model)
+        # (batch, 1, d_model): the last block computes the first token only.
+        first = encoder.encode(
+            inputs["token_ids"], inputs["segment_ids"],
+            output_positions=ops.zeros_like(inputs["token_ids"][:, :1]),
+        )
+        pooled = encoder.pool(first)  # (batch, d_model)
         logits = ops.cast(self.output_dense(self.dropout(pooled)), "float32")
         kwargs.setdefault("dtype", encoder.dtype_policy)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)

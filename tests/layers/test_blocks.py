@@ -60,6 +60,16 @@ def test_encoder_block_matches_numpy(norm_first):
     )
     out = block(x, padding_mask=padding)
     np.testing.assert_allclose(to_numpy(out), expected, atol=1e-4)
+    # Only some positions query (repeats and any order allowed): the same
+    # rows, from the keys and values of every position.
+    positions = np.array([[5, 0, 2], [1, 1, 4]], "int32")
+    some, weights = block(x, padding_mask=padding, query_positions=positions,
+                          return_attention_scores=True)
+    rows = np.take_along_axis(expected, positions[:, :, None], axis=1)
+    np.testing.assert_allclose(to_numpy(some), rows, atol=1e-4)
+    assert tuple(weights.shape) == (B, 2, 3, S)
+    with pytest.raises(ValueError, match="use_causal_mask=True"):
+        block(x, use_causal_mask=True, query_positions=positions)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -28,3 +28,14 @@ def test_saved_model_gives_the_same_logits_and_translations(name, expected):
     )
     np.testing.assert_array_equal(tokens, expected[f"{name}_beam_tokens"])
     np.testing.assert_allclose(scores, expected[f"{name}_beam_scores"], atol=1e-5)
+
+
+@pytest.mark.parametrize("name, inputs", [
+    ("masked_lm", ("token_ids", "segment_ids", "mask_positions")),
+    ("sequence_classifier", ("token_ids", "segment_ids")),
+])
+def test_saved_encoder_models_give_the_same_logits(name, inputs):
+    expected = np.load(os.path.join(FIXTURES, "encoder_logits.npz"))
+    model = keras.saving.load_model(os.path.join(FIXTURES, f"{name}.keras"))
+    logits = keras.ops.convert_to_numpy(model({k: expected[k] for k in inputs}))
+    np.testing.assert_allclose(logits, expected[f"{name}_logits"], atol=1e-5)

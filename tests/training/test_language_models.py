@@ -3,7 +3,6 @@
 the pretrained encoder and from scratch."""
 
 import collections
-import json
 import os
 import subprocess
 import sys
