@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.checks import check_attention_sizes, check_positive_int, check_rate
+from keras_transformer.decoding.compiled_search import write_cache
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.position_wise_dense import PositionWiseDense, position_wise_matmul
 
@@ -48,7 +49,9 @@ class MultiHeadAttention(keras.layers.Layer):
     - with `cache_index` (a scalar int): self-attention. The keys and values
       of `value` (the new tokens, which sit at `cache_index`) are written into
       the cache, and the queries attend to cache positions
-      `<= cache_index + i`. The call returns `(output, new_cache)`.
+      `<= cache_index + i`. The call returns `(output, new_cache)`. (On
+      PyTorch with autograd off, as in decoding, the given buffers are
+      written in place and returned.)
     - without `cache_index`: the cache holds precomputed keys and values (the
       encoder's, for cross-attention, see `compute_cache`); `value` and `key`
       are ignored and the call returns `(output, cache)`.
@@ -272,8 +275,8 @@ class MultiHeadAttention(keras.layers.Layer):
             # Write the new keys/values at cache_index, in place.
             # (batch, heads, cache_len, head_dim)
             start = [0, 0, cache_index, 0]
-            k = ops.slice_update(cache[0], start, ops.cast(_heads_first(k), cache[0].dtype))
-            v = ops.slice_update(cache[1], start, ops.cast(_heads_first(v), cache[1].dtype))
+            k = write_cache(cache[0], ops.cast(_heads_first(k), cache[0].dtype), start)
+            v = write_cache(cache[1], ops.cast(_heads_first(v), cache[1].dtype), start)
             query_offset = cache_index
             # Only positions < cache_index + q_len hold real entries; the
             # causal mask with this offset hides the rest.

@@ -16,7 +16,8 @@ class MaskedLM(ModelBase):
     originals at those positions only. `keras_transformer.data.masking`
     makes such batches; the loss is the cross-entropy at the masked
     positions, weighted by `mask_weights` so padded slots count for
-    nothing.
+    nothing. The encoder's last block computes only the masked positions
+    (`BidirectionalEncoder.encode`), the only ones the head reads.
 
     Args:
         encoder: a `BidirectionalEncoder`, shared (not copied): after

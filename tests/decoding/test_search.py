@@ -8,7 +8,11 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.decoding import beam_search, greedy_search
-from keras_transformer.decoding.compiled_search import CompiledSearch, model_searches
+from keras_transformer.decoding.compiled_search import (
+    CompiledSearch,
+    model_searches,
+    write_cache,
+)
 from keras_transformer.decoding.greedy_search import greedy_search_fn
 from tests.helpers import to_numpy
 
@@ -212,3 +216,26 @@ def test_learned_positions_bound_the_output_in_the_compiled_search(search):
     sinusoids = kt.Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1, max_length=6)
     tokens, _ = search(sinusoids, SOURCES, max_extra_length=50)
     assert tokens.shape[-1] == 55
+
+
+def test_write_cache_equals_slice_update_and_is_in_place_only_without_autograd():
+    rng = np.random.default_rng(0)
+    start = [0, 0, keras.ops.convert_to_tensor(3), 0]
+    update = rng.normal(size=(2, 2, 1, 4)).astype("float32")
+    expected = np.zeros((2, 2, 6, 4), "float32")
+    expected[:, :, 3:4] = update
+
+    def write():
+        buffer = keras.ops.zeros((2, 2, 6, 4))
+        return buffer, write_cache(buffer, keras.ops.convert_to_tensor(update), start)
+
+    buffer, written = write()  # autograd (where there is one) records
+    np.testing.assert_array_equal(to_numpy(written), expected)
+    assert not to_numpy(buffer).any()
+    if keras.backend.backend() == "torch":
+        import torch
+
+        with torch.no_grad():  # as the decoding loop runs: the buffer itself
+            buffer, written = write()
+        assert written is buffer
+        np.testing.assert_array_equal(to_numpy(buffer), expected)
