@@ -6,6 +6,7 @@ import random
 import numpy as np
 
 from keras_transformer.checks import check_positive_int
+from keras_transformer.data.pipeline import shuffled_epochs
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -64,7 +65,8 @@ def translation_pairs(pairs, seed=0):
     return firsts, seconds, labels
 
 
-def classification_dataset(packed, labels, batch_size=32, shuffle=True, seed=0):
+def classification_dataset(packed, labels, batch_size=32, shuffle=True, seed=0,
+                           first_epoch=None):
     """A `tf.data.Dataset` of `({"token_ids", "segment_ids"}, labels)`
     batches: rows of similar length batched together and padded to 16,
     32, 64, ... tokens (one shape per bucket), not to `pack_pairs`'s
@@ -76,6 +78,8 @@ def classification_dataset(packed, labels, batch_size=32, shuffle=True, seed=0):
         batch_size: int.
         shuffle: bool.
         seed: int, the shuffle seed.
+        first_epoch: None for one epoch, or the epoch an endless stream
+            of epochs starts at (`shuffled_epochs`).
     """
     import tensorflow as tf
 
@@ -86,20 +90,24 @@ def classification_dataset(packed, labels, batch_size=32, shuffle=True, seed=0):
             f"`labels` must hold one class id per row, and there must be rows. "
             f"Received: {len(labels)} labels for {len(token_ids)} rows")
     lengths = np.count_nonzero(token_ids != PAD_ID, axis=1)
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (token_ids, segment_ids, lengths, np.asarray(labels, "int32")))
-    if shuffle:
-        dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(lambda ids, segments, length, label: (
-        {"token_ids": ids[:length], "segment_ids": segments[:length]}, label))
+    table = [tf.constant(a) for a in
+             (token_ids, segment_ids, lengths, np.asarray(labels, "int32"))]
     max_length = token_ids.shape[1]
     boundaries = [b for b in (16, 32, 64, 128, 256) if b < max_length] + [max_length]
-    # A row of length L, boundaries[i-1] < L <= boundaries[i], is padded to
-    # boundaries[i] (the op pads to one below its boundaries).
-    dataset = dataset.bucket_by_sequence_length(
-        lambda inputs, label: tf.shape(inputs["token_ids"])[0],
-        [b + 1 for b in boundaries], [batch_size] * (len(boundaries) + 1),
-        padding_values=({"token_ids": PAD_ID, "segment_ids": 0}, 0),
-        pad_to_bucket_boundary=True,
-    )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def row(i):
+        ids, segments, length, label = (t[i] for t in table)
+        return {"token_ids": ids[:length], "segment_ids": segments[:length]}, label
+
+    def batches(indices, epoch):
+        # A row of length L, boundaries[i-1] < L <= boundaries[i], is padded to
+        # boundaries[i] (the op pads to one below its boundaries).
+        return indices.map(row).bucket_by_sequence_length(
+            lambda inputs, label: tf.shape(inputs["token_ids"])[0],
+            [b + 1 for b in boundaries], [batch_size] * (len(boundaries) + 1),
+            padding_values=({"token_ids": PAD_ID, "segment_ids": 0}, 0),
+            pad_to_bucket_boundary=True,
+        )
+
+    return shuffled_epochs(len(labels), batches, shuffle, seed, first_epoch).prefetch(
+        tf.data.AUTOTUNE)

@@ -20,6 +20,7 @@ dynamic masking.
 import math
 
 from keras_transformer.checks import check_positive_int, check_rate
+from keras_transformer.data.pipeline import ragged_rows, shuffled_epochs
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES
 
 # Token ids below this are the special pieces; the rest are ordinary.
@@ -87,7 +88,7 @@ def mask_batch(token_ids, seed, mask_id, vocabulary_size, rate=0.15, mask_rate=0
 
 
 def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=128,
-                      rate=0.15, seed=0, shuffle=True):
+                      rate=0.15, seed=0, shuffle=True, first_epoch=None):
     """A `tf.data.Dataset` of masked batches for `MaskedLM.fit`.
 
     Args:
@@ -103,6 +104,9 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
         seed: int, the shuffle and masking seed: the same seed gives the
             same batches.
         shuffle: bool.
+        first_epoch: None for one epoch, or the epoch an endless stream
+            of epochs starts at (`shuffled_epochs`); batch `i` of epoch `e`
+            is masked with the seed `(seed, e * 2^20 + i)`.
 
     Returns:
         A dataset of `(inputs, mask_ids, mask_weights)`, `inputs` being
@@ -122,30 +126,29 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
     rows = [[BOS_ID] + list(r)[: max_length - 2] + [EOS_ID] for r in rows]
     if not rows:
         raise ValueError("`rows` is empty: there is nothing to train on.")
-    dataset = tf.data.Dataset.from_generator(
-        lambda: iter(rows), output_signature=tf.TensorSpec((None,), tf.int32)
-    ).cache()
-    if shuffle:
-        dataset = dataset.shuffle(len(rows), seed=seed, reshuffle_each_iteration=True)
+    table = ragged_rows(rows)
     # Rows shorter than a boundary are padded to it, so each bucket has
     # one shape and the training step compiles once per bucket.
     boundaries = [b for b in (16, 32, 64, 128, 256) if b <= max_length] + [max_length + 1]
-    dataset = dataset.bucket_by_sequence_length(
-        lambda r: tf.shape(r)[0], boundaries, [batch_size] * (len(boundaries) + 1),
-        padding_values=PAD_ID, pad_to_bucket_boundary=True,
-    )
     slots = max_predictions(max_length, rate)
 
-    def masked(index, token_ids):
-        seed_pair = tf.stack([tf.constant(seed, tf.int64), index])
-        ids, positions, labels, weights = mask_batch(
-            token_ids, tf.cast(seed_pair, tf.int32), mask_id, vocabulary_size,
-            rate=rate, num_predictions=slots,
-        )
-        padding = [[0, 0], [0, slots - tf.shape(positions)[1]]]
-        inputs = {"token_ids": ids, "segment_ids": tf.zeros_like(ids),
-                  "mask_positions": tf.pad(positions, padding)}
-        return inputs, tf.pad(labels, padding), tf.pad(weights, padding)
+    def batches(indices, epoch):
+        def masked(index, token_ids):
+            seed_pair = tf.stack([tf.constant(seed, tf.int64), epoch * 2**20 + index])
+            ids, positions, labels, weights = mask_batch(
+                token_ids, tf.cast(seed_pair, tf.int32), mask_id, vocabulary_size,
+                rate=rate, num_predictions=slots,
+            )
+            padding = [[0, 0], [0, slots - tf.shape(positions)[1]]]
+            inputs = {"token_ids": ids, "segment_ids": tf.zeros_like(ids),
+                      "mask_positions": tf.pad(positions, padding)}
+            return inputs, tf.pad(labels, padding), tf.pad(weights, padding)
 
-    return dataset.enumerate().map(masked).prefetch(tf.data.AUTOTUNE)
+        return indices.map(lambda i: table[i]).bucket_by_sequence_length(
+            lambda r: tf.shape(r)[0], boundaries, [batch_size] * (len(boundaries) + 1),
+            padding_values=PAD_ID, pad_to_bucket_boundary=True,
+        ).enumerate().map(masked)
+
+    return shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch).prefetch(
+        tf.data.AUTOTUNE)
 

@@ -208,6 +208,46 @@ def epoch_stream(batches, first_epoch=0):
     return tf.data.Dataset.range(first_epoch, 2**62).flat_map(batches)
 
 
+def shuffled_epochs(count, batches, shuffle, seed, first_epoch=None):
+    """The batches of `count` examples, `batches(indices, epoch)` being one
+    epoch's batches of the examples at a dataset of int64 `indices`:
+
+    - `shuffle=False`: one epoch, in order;
+    - `first_epoch=None`: one epoch, in a new order on every pass (tf.data's
+      reshuffling), for `fit(epochs=...)`;
+    - `first_epoch=E`: the endless stream of epochs E, E + 1, ... (as
+      `epoch_stream`), each epoch's order a function of `seed` and its
+      number alone: a run resumed at epoch E sees the batches the
+      uninterrupted run saw.
+
+    `epoch` is a scalar int64 tensor (0 unless streaming).
+    """
+    import tensorflow as tf
+
+    indices = tf.data.Dataset.range(count)
+    if not shuffle or first_epoch is None:
+        if shuffle:
+            indices = indices.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+        return batches(indices, tf.constant(0, tf.int64))
+
+    def epoch_batches(epoch):
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(count, dtype=tf.int64), tf.stack([tf.constant(seed, tf.int64), epoch]))
+        return batches(tf.data.Dataset.from_tensor_slices(order), epoch)
+
+    return epoch_stream(epoch_batches, first_epoch)
+
+
+def ragged_rows(rows):
+    """Lists of token ids --> an int32 `tf.RaggedTensor` `(rows, None)`,
+    whose row `i` (a dense vector) `shuffled_epochs`' indices pick."""
+    import tensorflow as tf
+
+    lengths = [len(r) for r in rows]
+    flat = np.fromiter((t for r in rows for t in r), np.int32, sum(lengths))
+    return tf.RaggedTensor.from_row_lengths(flat, np.asarray(lengths, np.int64))
+
+
 def _permuted(blocks, seed, epoch):
     """The examples of `blocks` (ragged batches of them), each block in an
     order fixed by `seed`, `epoch` (a tensor) and the block's index: a
@@ -378,7 +418,7 @@ def batch_statistics(dataset, max_batches=None):
 
 
 def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True, seed=0,
-                      static_shapes=False):
+                      static_shapes=False, first_epoch=None):
     """A `tf.data.Dataset` of `({"token_ids"}, labels)` batches for
     `CausalLM.fit`: each row `[bos] ids [eos]` (cut to `max_length + 1`
     tokens) gives the inputs `row[:-1]` and the labels `row[1:]`, padded
@@ -396,6 +436,8 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
         shuffle: bool, shuffle rows and batches.
         seed: int, the shuffle seed.
         static_shapes: bool, coarser buckets (see above).
+        first_epoch: None for one epoch, or the epoch an endless stream
+            of epochs starts at (`shuffled_epochs`).
 
     Returns:
         A prefetched dataset, as `make_dataset`'s.
@@ -409,24 +451,21 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
             f"`tokens_per_batch` must be >= max_length={max_length} so that "
             f"the longest bucket holds a row. Received: tokens_per_batch={tokens_per_batch}"
         )
-    rows = [[BOS_ID] + list(r)[:max_length - 1] + [EOS_ID] for r in rows]
-    dataset = tf.data.Dataset.from_generator(
-        lambda: iter(rows), output_signature=tf.TensorSpec((None,), tf.int32)
-    ).cache()
-    if shuffle:
-        dataset = dataset.shuffle(len(rows), seed=seed, reshuffle_each_iteration=True)
+    table = ragged_rows([[BOS_ID] + list(r)[:max_length - 1] + [EOS_ID] for r in rows])
     boundaries = bucket_boundaries(
         max_length, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
-    dataset = dataset.map(lambda row: ({"token_ids": row[:-1]}, row[1:]))
-    # A row of length L, boundaries[i-1] < L <= boundaries[i], is padded to
-    # boundaries[i] (the op pads to one below its boundaries).
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda inputs, labels: tf.shape(labels)[0],
-        bucket_boundaries=[b + 1 for b in boundaries],
-        bucket_batch_sizes=[tokens_per_batch // b for b in boundaries] + [1],  # last: unused
-        padding_values=({"token_ids": PAD_ID}, PAD_ID),
-        pad_to_bucket_boundary=True,
-    )
-    if shuffle:
-        dataset = dataset.shuffle(64, seed=seed)
-    return _without_autotuning(dataset)
+
+    def batches(indices, epoch):
+        dataset = indices.map(lambda i: ({"token_ids": table[i][:-1]}, table[i][1:]))
+        # A row of length L, boundaries[i-1] < L <= boundaries[i], is padded to
+        # boundaries[i] (the op pads to one below its boundaries).
+        dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda inputs, labels: tf.shape(labels)[0],
+            bucket_boundaries=[b + 1 for b in boundaries],
+            bucket_batch_sizes=[tokens_per_batch // b for b in boundaries] + [1],  # last: unused
+            padding_values=({"token_ids": PAD_ID}, PAD_ID),
+            pad_to_bucket_boundary=True,
+        )
+        return dataset.shuffle(64, seed=seed) if shuffle else dataset
+
+    return _without_autotuning(shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch))

@@ -27,7 +27,6 @@ from keras_transformer.data.classification import (
     pack_pairs,
     translation_pairs,
 )
-from keras_transformer.data.pipeline import with_known_length
 from keras_transformer.data.readers import read_labelled
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, token_ids
 from keras_transformer.model_files import load_model_file
@@ -140,20 +139,21 @@ def finetune(config):
     tokenizer = run_tokenizer(config, texts,
                               resuming=bool(resume_from) or config.pretrained is not None)
 
-    def dataset(split, shuffle):
+    def packed(split):
         firsts, seconds, labels = split
-        packed = pack_pairs(token_ids(tokenizer, firsts),
-                            None if seconds is None else token_ids(tokenizer, seconds),
-                            config.max_length)
-        return with_known_length(classification_dataset(
-            packed, labels, config.batch_size, shuffle, config.seed))
+        return pack_pairs(token_ids(tokenizer, firsts),
+                          None if seconds is None else token_ids(tokenizer, seconds),
+                          config.max_length), labels
+
+    def dataset(split, shuffle=False, first_epoch=None):
+        return classification_dataset(*split, config.batch_size, shuffle, config.seed,
+                                      first_epoch)
 
     model, minutes, test = fit_and_test(
         config, resume_from,
         lambda: build_classifier(config, int(tokenizer.vocabulary_size()), len(classes),
                                  jit_compile),
-        [dataset(split, shuffle) for split, shuffle in zip(splits, (True, False, False))],
-        jit_compile)
+        dataset, [packed(split) for split in splits], jit_compile)
     test_labels = splits[2][2]
     results = save_results(config, model, {
         "test_accuracy": float(test["accuracy"]), "test_examples": len(test_labels),

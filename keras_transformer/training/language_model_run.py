@@ -8,6 +8,7 @@ import time
 from typing import Literal
 
 from keras_transformer.checks import check_non_negative, check_rate
+from keras_transformer.data.pipeline import with_known_length
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.optimizers import transformer_adam
@@ -119,26 +120,32 @@ def run_tokenizer(config, texts, resuming):
     return train_tokenizer(texts, config.vocabulary_size, path, extra_pieces=(MASK_PIECE,))
 
 
-def fit_and_test(config, resume_from, build, datasets, jit_compile):
+def fit_and_test(config, resume_from, build, dataset, splits, jit_compile):
     """Trains with checkpoints and the time budget (`fit_with_checkpoints`),
-    then evaluates on the test split. A run resumed mid-epoch trains on as
-    many batches as the rest of the epoch has, in a new order (`train`
-    alone rebuilds the exact order).
+    then evaluates on the test split. Each epoch's order is a function of
+    the seed and the epoch's number, so a resumed run sees the batches the
+    uninterrupted run saw.
 
     Args:
         build: a function returning the compiled model of a new run.
-        datasets: `(train, valid, test)` tf.data datasets of known length,
-            the first reshuffled on every pass.
+        dataset: a function `(split, shuffle=False, first_epoch=None)`
+            returning a split's tf.data batches: one epoch, or with
+            `first_epoch` the endless stream of epochs from it (the
+            pipelines' argument of that name).
+        splits: `(train, valid, test)`, each what `dataset` takes.
 
     Returns:
         `(model, minutes of training, the test metrics as a dict)`.
     """
-    train_data, valid_data, test_data = datasets
+    train, valid, test = splits
     start = time.monotonic()
     model = fit_with_checkpoints(
-        config, resume_from, build, lambda epoch: train_data.repeat(),
-        int(train_data.cardinality()), valid_data, jit_compile, keep=config.keep_checkpoints,
+        config, resume_from, build,
+        lambda epoch: dataset(train, shuffle=True, first_epoch=epoch),
+        int(with_known_length(dataset(train)).cardinality()),  # the same in any order
+        with_known_length(dataset(valid)), jit_compile, keep=config.keep_checkpoints,
         budget=TrainingBudget(config.max_minutes, config.max_updates,
                               resume_from[0] if resume_from else 0))
     minutes = (time.monotonic() - start) / 60.0
-    return model, minutes, model.evaluate(test_data, return_dict=True, verbose=0)
+    return model, minutes, model.evaluate(with_known_length(dataset(test)),
+                                          return_dict=True, verbose=0)

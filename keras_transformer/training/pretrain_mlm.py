@@ -15,7 +15,6 @@ import keras
 
 from keras_transformer.checks import check_positive_int, check_rate
 from keras_transformer.data.masking import masked_lm_dataset
-from keras_transformer.data.pipeline import with_known_length
 from keras_transformer.data.tokenizer import token_ids
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy
@@ -81,15 +80,15 @@ def pretrain_mlm(config):
     vocabulary_size = int(tokenizer.vocabulary_size())
     mask_id = int(tokenizer.token_to_id(MASK_PIECE))
 
-    def dataset(texts, shuffle):
+    def dataset(rows, shuffle=False, first_epoch=None):
         # Unshuffled held-out texts are masked the same way every time.
-        return with_known_length(masked_lm_dataset(
-            token_ids(tokenizer, texts), mask_id, vocabulary_size, config.batch_size,
-            config.max_length, config.mask_rate, config.seed, shuffle))
+        return masked_lm_dataset(rows, mask_id, vocabulary_size, config.batch_size,
+                                 config.max_length, config.mask_rate, config.seed, shuffle,
+                                 first_epoch)
 
     model, minutes, test = fit_and_test(
         config, resume_from, lambda: build_masked_lm(config, vocabulary_size, jit_compile),
-        (dataset(train_texts, True), dataset(valid_texts, False), dataset(test_texts, False)),
+        dataset, [token_ids(tokenizer, t) for t in (train_texts, valid_texts, test_texts)],
         jit_compile)
     results = save_results(config, model, {
         "test_masked_accuracy": float(test["masked_accuracy"]),

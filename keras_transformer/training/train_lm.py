@@ -11,7 +11,7 @@ from typing import Literal
 
 import keras
 
-from keras_transformer.data.pipeline import causal_lm_dataset, with_known_length
+from keras_transformer.data.pipeline import causal_lm_dataset
 from keras_transformer.data.tokenizer import detokenize, token_ids
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy, TokenCount
@@ -91,14 +91,13 @@ def train_lm(config):
     vocabulary_size = int(tokenizer.vocabulary_size())
     static_shapes = jit_compile is True and keras.backend.backend() != "torch"
 
-    def dataset(texts, shuffle):
-        return with_known_length(causal_lm_dataset(
-            token_ids(tokenizer, texts), config.tokens_per_batch, config.max_length,
-            shuffle, config.seed, static_shapes))
+    def dataset(rows, shuffle=False, first_epoch=None):
+        return causal_lm_dataset(rows, config.tokens_per_batch, config.max_length,
+                                 shuffle, config.seed, static_shapes, first_epoch)
 
     model, minutes, test = fit_and_test(
         config, resume_from, lambda: build_causal_lm(config, vocabulary_size, jit_compile),
-        (dataset(train_texts, True), dataset(valid_texts, False), dataset(test_texts, False)),
+        dataset, [token_ids(tokenizer, t) for t in (train_texts, valid_texts, test_texts)],
         jit_compile)
     prompts = [" ".join(t.split()[:PROMPT_WORDS]) for t in test_texts[: config.samples]]
     samples = continue_texts(model, tokenizer, prompts, config.sample_tokens, config.top_k,
