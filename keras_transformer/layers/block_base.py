@@ -2,12 +2,12 @@
 sub-layers and the residual connection around each (paper section 3.1)."""
 
 import keras
-from keras import ops
 
 from keras_transformer.checks import check_attention_sizes, check_positive_int, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
+from keras_transformer.layers.position_wise_dense import states_at
 
 
 class BlockBase(keras.layers.Layer):
@@ -99,9 +99,7 @@ class BlockBase(keras.layers.Layer):
             memory, queries = None, x
         else:
             memory = self.self_attention_norm(x) if self.norm_first else x
-            queries = ops.take_along_axis(
-                x, ops.cast(query_positions, "int32")[:, :, None], axis=1
-            )
+            queries = states_at(x, query_positions)
         return self._residual(
             queries, self.self_attention_norm,
             lambda h: self.self_attention(

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.position_wise_dense import PositionWiseDense
+from keras_transformer.layers.position_wise_dense import PositionWiseDense, states_at
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -56,12 +56,8 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, sequence, mask_positions=None):
-        x = sequence
-        if mask_positions is not None:
-            # (batch, seq, d_model) --> (batch, num_masked, d_model)
-            x = ops.take_along_axis(
-                x, ops.cast(mask_positions, "int32")[:, :, None], axis=1
-            )
+        # --> (batch, num_masked, d_model)
+        x = sequence if mask_positions is None else states_at(sequence, mask_positions)
         x = self.norm(self.dense(x))
         logits = self.token_embedding(x, reverse=True)  # (batch, num_masked, vocab)
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")

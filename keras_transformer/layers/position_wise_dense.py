@@ -36,6 +36,12 @@ def position_wise_matmul(x, kernel):
     return ops.reshape(ops.transpose(out, (0, 2, 3, 1)), shape[:-1] + (kernel.shape[-1],))
 
 
+def states_at(sequence, positions):
+    """The states at some positions of each row: `(batch, seq, d)` and int
+    `(batch, n)` --> `(batch, n, d)`."""
+    return ops.take_along_axis(sequence, ops.cast(positions, "int32")[:, :, None], axis=1)
+
+
 def _on_pytorch_cpu(x):
     device = getattr(x, "device", None)  # a torch.device for PyTorch tensors
     return keras.backend.backend() == "torch" and getattr(device, "type", None) == "cpu"

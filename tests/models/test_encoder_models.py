@@ -103,11 +103,13 @@ def test_same_masked_lm_logits_as_keras_hub_head():
     copy_norm(head._intermediate_layer_norm, mlm.head.norm)
     mlm.head.output_bias.assign(to_numpy(head._bias))
     mlm.encoder.token_embedding.embeddings.assign(to_numpy(theirs.token_embedding.embeddings))
+    expected = to_numpy(head(sequence, mask_positions=positions))
     np.testing.assert_allclose(
         to_numpy(mlm({"token_ids": IDS, "segment_ids": SEGMENTS,
-                      "mask_positions": positions})),
-        to_numpy(head(sequence, mask_positions=positions)), atol=1e-5,
+                      "mask_positions": positions})), expected, atol=1e-5,
     )
+    # The head alone, given the whole sequence, gathers the same positions.
+    np.testing.assert_allclose(to_numpy(mlm.head(sequence, positions)), expected, atol=1e-5)
 
 
 def test_segments_and_padding():
