@@ -8,7 +8,7 @@ from keras_transformer.schedules.warmup_schedule import WarmupSchedule
 
 def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
                      gradient_accumulation_steps=1, use_ema=False, ema_momentum=0.99,
-                     **kwargs):
+                     learning_rate=None, **kwargs):
     """Adam with beta1=0.9, beta2=0.98, epsilon=1e-9 and the warmup schedule.
 
     Args:
@@ -24,6 +24,10 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
         use_ema, ema_momentum: a moving average of the weights that keeps
             `ema_momentum` of itself per update. Keras moves it after every
             batch, so under accumulation it gets the N-th root.
+        learning_rate: float, a constant rate instead of the warmup
+            schedule (`warmup_steps`, `scale` and `peak` then do nothing):
+            Keras keeps it in a variable that a callback may set every
+            batch, as `train`'s `BudgetDecay` does.
         **kwargs: passed to `keras.optimizers.Adam` (e.g. `clipnorm`).
 
     Returns:
@@ -31,7 +35,9 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
     """
     check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
     n = gradient_accumulation_steps
-    if peak is None:
+    if learning_rate is not None:
+        schedule = learning_rate
+    elif peak is None:
         schedule = WarmupSchedule(d_model, warmup_steps, scale, steps_per_update=n)
     else:
         schedule = WarmupSchedule.from_peak(d_model, warmup_steps, peak, steps_per_update=n)

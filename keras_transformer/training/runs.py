@@ -31,6 +31,16 @@ class TrainingBudget(keras.callbacks.Callback):
         self.start = self.first_step_at = None
         self.spent = bool(max_batches) and batches >= max_batches
 
+    def spent_fraction(self):
+        """How much of the budget is spent, from 0 to 1: the larger of the
+        fractions of its minutes and of its `max_batches` (0 with
+        neither). A resumed run's minutes start again; its batches count
+        on."""
+        fractions = [self.batches / self.max_batches] if self.max_batches else []
+        if self.seconds and self.start is not None:
+            fractions.append((time.monotonic() - self.start) / self.seconds)
+        return min(1.0, max(fractions, default=0.0))
+
     def on_train_begin(self, logs=None):
         if self.start is None:
             self.start = time.monotonic()
@@ -140,7 +150,7 @@ def save_results(config, model, results, jit_compile, minutes):
 
 
 def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_epoch,
-                         valid_data, jit_compile, keep, budget, scope=None):
+                         valid_data, jit_compile, keep, budget, scope=None, callbacks=()):
     """Builds the model (`build()`), or loads the checkpoint `resume_from`,
     and fits it for `config.epochs` within `budget`, with checkpoints
     (`AtomicCheckpoint`: every epoch, every `config.checkpoint_every_minutes`
@@ -155,6 +165,7 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
             stream of training batches from that epoch's first batch on.
         batches_per_epoch: int, the batches of an epoch.
         budget: the run's `TrainingBudget`.
+        callbacks: more callbacks, after the budget (e.g. `BudgetDecay`).
     """
     batches = resume_from[0] if resume_from else 0
     epoch, batch = divmod(batches, batches_per_epoch)
@@ -167,7 +178,7 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
     progress = StepProgress(min(planned, budget.max_batches or planned) - batches,
                             config.max_minutes * 60.0, quiet=config.quiet)
     callbacks = [checkpoints, keras.callbacks.TensorBoard(
-        os.path.join(config.run_dir, "logs")), log, budget, progress]
+        os.path.join(config.run_dir, "logs")), log, budget, *callbacks, progress]
     with scope or contextlib.nullcontext():
         if resume_from:
             model = load_model_file(resume_from[1])

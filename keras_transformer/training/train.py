@@ -1,8 +1,9 @@
 """`keras-transformer train`: the paper's recipe, end to end, on a CPU.
 
 Corpus -> shared SentencePiece vocabulary -> length-bucketed tf.data ->
-`Transformer.fit` (warmup schedule, Adam 0.9/0.98/1e-9, label smoothing,
-residual dropout) with atomic per-epoch checkpoints and TensorBoard logs ->
+`Transformer.fit` (warmup, then the paper's decay or a linear one to zero
+at the time budget; Adam 0.9/0.98/1e-9, label smoothing, residual
+dropout) with atomic checkpoints and TensorBoard logs ->
 averaging of the last checkpoints -> the length penalty's alpha chosen on
 the validation split -> BLEU and chrF (sacrebleu) with beam search on the
 test split -> `model.keras` + `tokenizer.model` + `translator.json` in the
@@ -42,6 +43,8 @@ from keras_transformer.models import PRESETS, Transformer
 from keras_transformer.models.presets import get_preset
 from keras_transformer.optimizers import transformer_adam
 from keras_transformer.progress import Progress
+from keras_transformer.schedules import WarmupSchedule
+from keras_transformer.training.budget_decay import BudgetDecay
 from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
 from keras_transformer.training.runs import (
     TrainingBudget,
@@ -92,6 +95,11 @@ class TrainConfig:
     warmup_steps: int = 200  # 4000 in the paper, for 100K steps
     # Caps the paper's formula, which peaks where small models stall; 0 = no cap.
     peak_learning_rate: float = 4e-3
+    # After warmup, "paper": the inverse square root of the step (equation
+    # 3); "linear": the peak, falling linearly to zero at the end of the
+    # time budget or of --max-updates, whichever comes first (BudgetDecay;
+    # the paper's without either).
+    learning_rate_decay: Literal["linear", "paper"] = "linear"
     label_smoothing: float | None = None  # None = the preset's epsilon_ls (0.1; D3 0, D4 0.2)
     dropout_rate: float | None = None  # None = the preset's
     keep_checkpoints: int = 5
@@ -137,8 +145,8 @@ _PAPER = dict(
     source_language="en", target_language="de", vocabulary_size=37000,
     tokens_per_batch=6250, gradient_accumulation_steps=4, max_length=256,
     epochs=1000, max_minutes=0.0, warmup_steps=4000, peak_learning_rate=0.0,
-    ema_momentum=0.0, checkpoint_every_minutes=10.0, beam_size=4, alpha=0.6,
-    eval_sentences=0, tokenized_bleu=True)
+    learning_rate_decay="paper", ema_momentum=0.0, checkpoint_every_minutes=10.0,
+    beam_size=4, alpha=0.6, eval_sentences=0, tokenized_bleu=True)
 RECIPES = {
     "paper-base": dict(_PAPER, preset="base", run_dir="runs/paper_base", max_updates=100_000,
                        keep_checkpoints=5, average_last=5),
@@ -189,7 +197,9 @@ def build_model(config, vocabulary_size, jit_compile):
                                  gradient_accumulation_steps=(
                                      config.gradient_accumulation_steps),
                                  use_ema=config.ema_momentum > 0,
-                                 ema_momentum=config.ema_momentum)
+                                 ema_momentum=config.ema_momentum,
+                                 # a variable, set by BudgetDecay before every batch
+                                 learning_rate=_peak(config) if _decays(config) else None)
     if config.dtype_policy == "mixed_float16":  # float16 needs its loss scaled
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(
@@ -295,7 +305,7 @@ def train(config):
         lambda epoch: dataset(train_pairs, shuffle=True, repeat=True, first_epoch=epoch),
         batches, with_known_length(dataset(valid_pairs)), jit_compile,
         keep=max(config.keep_checkpoints, config.average_last), budget=budget,
-        scope=parallelism.scope())
+        scope=parallelism.scope(), callbacks=_decay(config, budget))
     minutes = (time.monotonic() - start) / 60.0
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -347,7 +357,8 @@ def train(config):
 RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "preset",
                  "vocabulary_size", "tokens_per_batch", "max_length", "long_pairs",
                  "dropout_rate", "seed",
-                 "label_smoothing", "warmup_steps", "peak_learning_rate", "ema_momentum",
+                 "label_smoothing", "warmup_steps", "peak_learning_rate",
+                 "learning_rate_decay", "ema_momentum",
                  "gradient_accumulation_steps", "dtype_policy")
 
 
@@ -366,6 +377,26 @@ def check_config(config):
     if config.label_smoothing is not None:
         check_rate("label_smoothing", config.label_smoothing)
     return parallelism, jit_compile
+
+
+def _decays(config):
+    """Whether the run's rate falls to zero at the end of its budget."""
+    return config.learning_rate_decay == "linear" and bool(
+        config.max_minutes or config.max_updates)
+
+
+def _peak(config):
+    """`peak_learning_rate`, or with 0 the paper's formula's own peak."""
+    d_model = get_preset(config.preset)["config"]["d_model"]
+    return config.peak_learning_rate or WarmupSchedule(d_model, config.warmup_steps).peak
+
+
+def _decay(config, budget):
+    """`[BudgetDecay]` if the run decays (`_decays`), else `[]`."""
+    if not _decays(config):
+        return []
+    return [BudgetDecay(budget, _peak(config), config.warmup_steps,
+                        config.gradient_accumulation_steps)]
 
 
 def _prepared_manifest(config):

@@ -19,6 +19,7 @@ import sentencepiece
 from keras_transformer import cli
 from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.tokenizer import detokenize
+from keras_transformer.model_files import load_model_file
 from keras_transformer.models import Transformer
 from keras_transformer.training import TrainConfig, average_checkpoints, list_checkpoints, train
 from keras_transformer.training import runs
@@ -288,6 +289,7 @@ def test_a_recipe_gives_the_papers_settings_and_the_flags_given_win(monkeypatch,
     # tokenized BLEU, English to German.
     assert (config.preset, config.max_updates, config.warmup_steps) == ("big", 300_000, 4000)
     assert (config.peak_learning_rate, config.max_minutes, config.ema_momentum) == (0, 0, 0)
+    assert config.learning_rate_decay == "paper"  # equation 3 all the way
     assert (config.average_last, config.checkpoint_every_minutes) == (20, 10.0)
     assert config.keep_checkpoints >= config.average_last
     assert (config.beam_size, config.alpha, config.tokenized_bleu) == (4, 0.6, True)
@@ -323,12 +325,17 @@ def test_max_updates_stops_a_run_and_a_resumed_run_goes_on_to_a_new_one(tmp_path
         corpus=str(corpus), run_dir=str(tmp_path / "run"), preset="tiny",
         vocabulary_size=200, tokens_per_batch=256, max_length=32, max_minutes=0,
         max_updates=3, gradient_accumulation_steps=2, ema_momentum=0, eval_sentences=5,
-        beam_size=1, alpha=0.6, quiet=True)
+        beam_size=1, alpha=0.6, quiet=True, warmup_steps=1)
     checkpoints = os.path.join(config.run_dir, "checkpoints")
     assert train(config)["steps"] == 3  # updates, of 2 batches each
     assert [batches for batches, _ in list_checkpoints(checkpoints)] == [6]
     assert train(dataclasses.replace(config, max_updates=5, resume=True))["steps"] == 5
     assert [batches for batches, _ in list_checkpoints(checkpoints)] == [6, 10]
+    # The rate fell linearly to zero over the budget of batches: the last
+    # batch of each run began with 5 of 6 and 9 of 10 batches spent.
+    rates = [float(load_model_file(path).optimizer.learning_rate)
+             for _, path in list_checkpoints(checkpoints)]
+    np.testing.assert_allclose(rates, [4e-3 * (1 - 0.833), 4e-3 * (1 - 0.9)], rtol=1e-5)
     output = capsys.readouterr()
     assert "steps/s" not in output.err and "Epoch 1/" not in output.out  # quiet
 
