@@ -10,8 +10,8 @@ from keras_transformer.checks import check_positive_int
 class BudgetDecay(keras.callbacks.Callback):
     """Sets the optimizer's learning rate before every batch: a linear rise
     to `peak` over `warmup_steps` updates, then a linear fall to zero as
-    the run's budget is spent (`TrainingBudget.spent_fraction`: its minutes, its
-    updates or its planned epochs, whichever ends first).
+    the run's budget is spent (`TrainingBudget.spent_fraction`: its
+    minutes or its batches, whichever ends first).
 
     The paper's inverse square root never reaches zero, so a run cut off by
     a deadline ends at a high rate; annealing to zero at the deadline is
@@ -19,8 +19,8 @@ class BudgetDecay(keras.callbacks.Callback):
 
     The rate is a plain variable of the optimizer (`transformer_adam(...,
     learning_rate=peak)`), so every backend's compiled step reads the
-    value set here. JAX's `fit` keeps the training state outside the variables
-    and writes it back whenever a callback reads `self.model`; the rate
+    value set here. JAX's `fit` keeps the training state outside the
+    variables and writes it back whenever a callback reads `self.model`; the rate
     moves in steps of 1/1000 of the budget, so that happens at most about
     `1000 + warmup_steps` times a run.
 
@@ -28,7 +28,7 @@ class BudgetDecay(keras.callbacks.Callback):
         budget: the run's `TrainingBudget`.
         peak: float, the rate at the end of warmup.
         warmup_steps: int, updates of linear warmup.
-        steps_per_update: int, batches a update (gradient accumulation).
+        steps_per_update: int, batches an update (gradient accumulation).
     """
 
     RESOLUTION = 1000  # the rate's steps a budget
