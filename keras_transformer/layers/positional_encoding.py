@@ -5,6 +5,10 @@ from keras import ops
 
 from keras_transformer.checks import check_positive_int
 
+# The root mean square of the sinusoid's entries: each dimension is a sine
+# or cosine over the positions, whose mean square is 1/2.
+SINUSOID_STDDEV = 0.5**0.5
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEncoding(keras.layers.Layer):
@@ -29,6 +33,11 @@ class PositionalEncoding(keras.layers.Layer):
         learned: bool, a learned table instead of the sinusoid. Default
             False.
         base: float, the wavelength base, 10000 in the paper.
+        embeddings_initializer: initializer of the learned table. Default:
+            normal with standard deviation 0.02, as GPT and BERT start
+            theirs; the `Transformer`, whose token embeddings have unit
+            scale, starts its table at the sinusoid's scale instead
+            (`SINUSOID_STDDEV`).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -45,7 +54,8 @@ class PositionalEncoding(keras.layers.Layer):
     [0.84147, 0.54030, 0.0099998, 0.99995]
     """
 
-    def __init__(self, max_length, learned=False, base=10000.0, **kwargs):
+    def __init__(self, max_length, learned=False, base=10000.0,
+                 embeddings_initializer=None, **kwargs):
         super().__init__(**kwargs)
         check_positive_int("max_length", max_length)
         if not isinstance(learned, bool):
@@ -53,6 +63,8 @@ class PositionalEncoding(keras.layers.Layer):
         self.max_length = max_length
         self.learned = learned
         self.base = base
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer or keras.initializers.RandomNormal(stddev=0.02))
 
     def build(self, inputs_shape):
         d_model = inputs_shape[-1]
@@ -60,7 +72,7 @@ class PositionalEncoding(keras.layers.Layer):
             self.position_embeddings = self.add_weight(
                 name="position_embeddings",
                 shape=(self.max_length, d_model),
-                initializer=keras.initializers.RandomNormal(stddev=0.02),
+                initializer=self.embeddings_initializer,
             )
         self.built = True
 
@@ -100,6 +112,8 @@ class PositionalEncoding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            {"max_length": self.max_length, "learned": self.learned, "base": self.base}
+            {"max_length": self.max_length, "learned": self.learned, "base": self.base,
+             "embeddings_initializer": keras.initializers.serialize(
+                 self.embeddings_initializer)}
         )
         return config

@@ -13,7 +13,10 @@ from keras_transformer.layers.decoder_block import DecoderBlock
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.encoder_block import EncoderBlock
 from keras_transformer.layers.position_wise_dense import PositionWiseDense
-from keras_transformer.layers.positional_encoding import PositionalEncoding
+from keras_transformer.layers.positional_encoding import (
+    SINUSOID_STDDEV,
+    PositionalEncoding,
+)
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.models.block_stack import apply_blocks, build_stack, embed
 from keras_transformer.models.model_base import ModelBase
@@ -160,6 +163,10 @@ class Transformer(ModelBase):
         self.encoder_positions, self.decoder_positions = (
             PositionalEncoding(
                 max_length, learned=learned_positions,
+                # A learned table starts at the scale of the sinusoid it
+                # replaces, beside token embeddings of unit scale.
+                embeddings_initializer=keras.initializers.RandomNormal(
+                    stddev=SINUSOID_STDDEV),
                 name=f"{side}_positional_encoding", dtype=dtype,
             )
             for side in ("encoder", "decoder")

@@ -1,3 +1,5 @@
+import math
+
 import keras
 import numpy as np
 import pytest
@@ -120,6 +122,28 @@ def test_config_roundtrip():
     layer = MultiHeadAttention(num_heads=3, key_dim=7, value_dim=5, dropout=0.1)
     clone = assert_config_roundtrip(layer)
     assert clone.num_heads == 3 and clone.value_dim == 5
+    clone = assert_config_roundtrip(MultiHeadAttention(2, 4, kernel_initializer="zeros"))
+    clone.build((B, T, D))
+    assert not np.any(to_numpy(clone.query_dense.kernel))
+
+
+def test_default_kernels_are_glorot_with_fans_counted_per_head():
+    # mini's size: d 96, 4 heads of 24. Glorot uniform over (96, 4, 24) with
+    # the leading axis a receptive field: fans 96 * 4 and 96 * 24; over
+    # (4, 24, 96): 4 * 24 and 4 * 96. Uniform(-a, a) has std a / sqrt(3).
+    layer = MultiHeadAttention(num_heads=4, key_dim=24)
+    layer.build((None, 50, 96))
+    limits = {"query": math.sqrt(6 / (96 * 4 + 96 * 24)),
+              "key": math.sqrt(6 / (96 * 4 + 96 * 24)),
+              "value": math.sqrt(6 / (96 * 4 + 96 * 24)),
+              "attention_output": math.sqrt(6 / (4 * 24 + 4 * 96))}
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
+        kernel, limit = to_numpy(dense.kernel), limits[dense.name]
+        assert np.abs(kernel).max() <= limit
+        assert abs(kernel.std() - limit / math.sqrt(3)) < 0.03 * limit
+    plain = MultiHeadAttention(num_heads=4, key_dim=24, kernel_initializer="glorot_uniform")
+    plain.build((None, 50, 96))
+    assert abs(to_numpy(plain.query_dense.kernel).std() - math.sqrt(2 / 192)) < 0.003
 
 
 @pytest.mark.parametrize("kwargs, message", [

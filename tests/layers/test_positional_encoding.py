@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_transformer import Transformer
 from keras_transformer.layers import PositionalEncoding
 from tests.helpers import assert_config_roundtrip, to_numpy
 
@@ -57,7 +58,23 @@ def test_learned_table_and_its_limit():
         layer(keras.ops.zeros((2, 5, 6)))
 
 
+def test_learned_table_starts_at_its_initializer_scale():
+    # GPT and BERT's default, and the sinusoid's scale the Transformer asks for.
+    default = PositionalEncoding(max_length=512, learned=True)
+    default.build((None, 512, 64))
+    assert abs(to_numpy(default.position_embeddings).std() - 0.02) < 0.001
+    model = Transformer.from_preset("tiny", vocabulary_size=50, learned_positions=True)
+    table = to_numpy(model.get_layer("encoder_positional_encoding").position_embeddings)
+    sinusoid = to_numpy(default.sinusoid(keras.ops.arange(256), 64))
+    rms = float(np.sqrt(np.mean(sinusoid**2)))
+    assert abs(rms - 0.5**0.5) < 1e-3
+    assert abs(table.std() - rms) < 0.02
+
+
 def test_config_roundtrip_and_bad_arguments():
-    assert_config_roundtrip(PositionalEncoding(max_length=9, learned=True))
+    clone = assert_config_roundtrip(PositionalEncoding(
+        max_length=9, learned=True,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=0.5)))
+    assert clone.embeddings_initializer.stddev == 0.5
     with pytest.raises(ValueError, match="max_length=0"):
         PositionalEncoding(max_length=0)
