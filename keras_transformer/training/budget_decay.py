@@ -45,10 +45,10 @@ class BudgetDecay(keras.callbacks.Callback):
 
     def rate_at(self, batches, spent):
         """The rate for the batch after `batches` batches, with the
-        fraction `spent` of the budget gone."""
+        fraction `spent` (0 to 1) of the budget gone."""
         update = batches // self.steps_per_update + 1
         remaining = 1.0 - math.floor(spent * self.RESOLUTION) / self.RESOLUTION
-        return self.peak * min(1.0, update / self.warmup_steps) * max(0.0, remaining)
+        return self.peak * min(1.0, update / self.warmup_steps) * remaining
 
     def on_train_batch_begin(self, batch, logs=None):
         rate = self.rate_at(self.budget.batches, self.budget.spent_fraction())
