@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from benchmarks import decoding, training
+from benchmarks import bfloat16, decoding, training
 from benchmarks.pipeline import padding_baselines
 from keras_transformer.models import PRESETS, Transformer
 
@@ -197,3 +197,16 @@ def test_baseline_trains_and_is_scored_by_the_demos_harness():
         batch_size=16, d_model=16, num_heads=2, d_ff=24, num_layers=1)
     assert result["steps"] == 20 and result["test_sentences"] == 16
     assert 0 <= result["bleu"] <= 100 and 0 <= result["chrf"] <= 100
+
+
+def test_bfloat16_benchmark_reads_flags_and_rounds_like_bfloat16(tmp_path):
+    result = bfloat16.run(n=64, rounds=1)
+    assert result["float32_s"] > 0 and result["bfloat16_s"] > 0
+    # bfloat16 keeps 8 bits of mantissa: the product differs from float32's,
+    # by about 2^-8 of its scale, not by more.
+    assert 1e-4 < result["relative_difference"] < 0.05
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    assert bfloat16.cpu_flags(str(cpuinfo)) == {
+        "avx512_bf16": True, "amx_bf16": False, "avx512f": True, "avx2": True}
+    assert bfloat16.cpu_flags(str(tmp_path / "missing")) is None
