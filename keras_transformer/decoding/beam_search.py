@@ -5,7 +5,7 @@ import collections
 from keras import ops
 
 from keras_transformer.checks import check_non_negative, check_positive_int
-from keras_transformer.decoding.compiled_search import compiled_search
+from keras_transformer.decoding.compiled_search import compiled_search, search_loop
 from keras_transformer.decoding.search_utils import (
     NEG_INF,
     check_search_inputs,
@@ -163,9 +163,7 @@ def beam_search_fn(model, encoder_token_ids, beam_size, alpha, num_return,
         return tuple(BeamState(step + 1, alive, alive_log_probs, finished,
                                finished_scores, cache))
 
-    final = BeamState(*ops.while_loop(
-        cond, body, tuple(state), maximum_iterations=max_steps
-    ))
+    final = BeamState(*search_loop(model, cond, body, tuple(state), max_steps))
     # --> (batch, num_return, max_steps), without bos
     return (final.finished[:, :num_return, 1:],
             final.finished_scores[:, :num_return])

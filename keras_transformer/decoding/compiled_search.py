@@ -8,9 +8,9 @@ compiles differently:
   (`keras.StatelessScope`) so the weights are not baked into the program;
   so is the random state of a sampler, whose new value comes back out.
 - TensorFlow: `tf.function(jit_compile=True)`, i.e. XLA.
-- PyTorch: no tracing compiler is used (the loop's length is data
-  dependent); the loop runs eagerly under `torch.no_grad()`, so no autograd
-  graph is recorded, and the key/value caches are written in place
+- PyTorch: the loop (whose length is data dependent) runs in Python under
+  `torch.no_grad()`, and its body as a TorchScript trace recorded on the
+  first step (`search_loop`); the key/value caches are written in place
   (`write_cache`).
 
 jax.jit and tf.function cache one program per input shape, so decoding a
@@ -20,6 +20,8 @@ the same programs serve every value. `trace_count` counts how many times
 the Python function was traced, for tests. Called inside a function being
 traced (a SavedModel export), a search becomes part of that program.
 """
+
+import warnings
 
 import keras
 
@@ -112,22 +114,78 @@ def model_searches(model):
     return vars(model)["_compiled_searches"]
 
 
+def search_loop(model, cond, body, loop_vars, maximum_iterations):
+    """`keras.ops.while_loop(cond, body, loop_vars, maximum_iterations)` for
+    a search over `model`; on PyTorch without autograd, `body` runs as a
+    TorchScript trace.
+
+    Eager PyTorch spends most of a decoding step in Python: each of a
+    step's ~45 Keras layer calls and ~400 `keras.ops` calls costs 10-100 us
+    before its kernel starts, more in all than the kernels at `small`'s
+    size. A trace of the body, recorded on the first step and replayed for
+    every step, runs the same kernels without that Python (docs/RESULTS.md).
+    `torch.compile` is not used: it took 95 s to compile this body and
+    broke it into 17 graphs. A trace keeps every value that is not one of
+    its inputs or weights, so it is recorded anew on each call, while the
+    shapes, the search's settings and `body`'s closure stay fixed; `body`
+    must not branch on a tensor's value.
+    """
+    if keras.backend.backend() != "torch":
+        return keras.ops.while_loop(cond, body, loop_vars, maximum_iterations)
+    import torch
+
+    if torch.is_grad_enabled():
+        return keras.ops.while_loop(cond, body, loop_vars, maximum_iterations)
+
+    def unflatten(flat):
+        return keras.tree.pack_sequence_as(loop_vars, flat)
+
+    class Body(torch.nn.Module):
+        """The body on flat tensors. The weights are its parameters: a
+        trace refuses tensors that require gradients as constants."""
+
+        def __init__(self):
+            super().__init__()
+            self.weights = torch.nn.ParameterList([v.value for v in model.variables])
+
+        def forward(self, *flat):
+            return tuple(keras.tree.flatten(body(*unflatten(flat))))
+
+    state = tuple(keras.tree.flatten(loop_vars))
+    if not bool(cond(*loop_vars)) or maximum_iterations < 1:
+        return loop_vars
+    with warnings.catch_warnings():
+        # Shapes read as Python numbers are fixed per trace, and PyTorch
+        # marks the tracer deprecated in favour of torch.compile (above).
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(Body(), state, check_trace=False)
+    for _ in range(maximum_iterations):
+        state = traced(*state)
+        if not bool(cond(*unflatten(state))):
+            break
+    return unflatten(state)
+
+
 def write_cache(cache, update, start):
     """`keras.ops.slice_update(cache, start, update)`, in place on PyTorch
     when autograd is off.
 
-    PyTorch's decoding loop runs eagerly (see above), where
-    `ops.slice_update` copies the whole buffer each step: at `gpt_mini`'s
-    size that was 12% of a generation step. There the loop owns its
-    buffers, so the new keys and values are written into them. Wherever
-    gradients are recorded, and on the compiling backends (where XLA
-    already updates in place), `ops.slice_update` runs.
+    On PyTorch, `ops.slice_update` copies the whole buffer each step: at
+    `gpt_mini`'s size that was 12% of a generation step. Where the loop
+    owns its buffers (autograd off), the new keys and values are written
+    into them; `narrow` takes tensor starts, so a traced step
+    (`search_loop`) writes at each step's own position. Wherever gradients
+    are recorded, and on the compiling backends (where XLA already updates
+    in place), `ops.slice_update` runs.
     """
     if keras.backend.backend() == "torch":
         import torch
 
         if not torch.is_grad_enabled():
-            cache[tuple(slice(int(i), int(i) + n) for i, n in zip(start, update.shape))] = update
+            view = cache
+            for axis, (i, n) in enumerate(zip(start, update.shape)):
+                view = view.narrow(axis, i, n)
+            view.copy_(update)
             return cache
     return keras.ops.slice_update(cache, start, update)
 

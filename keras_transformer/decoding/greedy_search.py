@@ -2,7 +2,7 @@
 
 from keras import ops
 
-from keras_transformer.decoding.compiled_search import compiled_search
+from keras_transformer.decoding.compiled_search import compiled_search, search_loop
 from keras_transformer.decoding.search_utils import (
     check_search_inputs, output_length, output_limits, search_outputs, set_position,
     special_ids, step_log_probs,
@@ -82,8 +82,9 @@ def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id=None,
         finished = ops.logical_or(finished, ops.equal(chosen, eos_id))
         return step + 1, sequences, finished, scores, cache
 
-    _, sequences, _, scores, _ = ops.while_loop(
-        cond, body, (ops.convert_to_tensor(0, "int32"), sequences, finished, scores, cache),
-        maximum_iterations=max_steps,
+    _, sequences, _, scores, _ = search_loop(
+        model, cond, body,
+        (ops.convert_to_tensor(0, "int32"), sequences, finished, scores, cache),
+        max_steps,
     )
     return sequences[:, 1:], scores  # --> (batch, max_steps), (batch,)

@@ -13,6 +13,7 @@ from keras_transformer.decoding.compiled_search import (
     model_searches,
     write_cache,
 )
+from keras_transformer.decoding.beam_search import beam_search_fn
 from keras_transformer.decoding.greedy_search import greedy_search_fn
 from tests.helpers import to_numpy
 
@@ -162,7 +163,8 @@ def test_the_loop_traces_once_per_shape_bucket():
         search(SOURCES[:, :4])
         assert search.trace_count == 2  # a new shape bucket: one new trace
     else:
-        # PyTorch runs the loop eagerly (no tracing), without autograd.
+        # PyTorch runs the search in Python on every call (the loop's body
+        # as a trace, `search_loop`), without autograd.
         tokens, scores = search(SOURCES)
         assert search.trace_count == 3 and not scores.requires_grad
 
@@ -216,6 +218,33 @@ def test_learned_positions_bound_the_output_in_the_compiled_search(search):
     sinusoids = kt.Transformer.from_preset("tiny", vocabulary_size=20, num_layers=1, max_length=6)
     tokens, _ = search(sinusoids, SOURCES, max_extra_length=50)
     assert tokens.shape[-1] == 55
+
+
+@pytest.mark.parametrize("make_fn", [
+    lambda model: lambda ids: greedy_search_fn(model, ids, 6, BOS, EOS),
+    lambda model: lambda ids: beam_search_fn(model, ids, 3, 0.6, 2, 6, BOS, EOS),
+], ids=["greedy", "beam"])
+def test_the_compiled_loop_equals_the_loop_run_op_by_op(make_fn):
+    """jax.jit, XLA and PyTorch's traced body (`search_loop`) give the
+    tokens and scores of the same loop run op by op: on PyTorch, with
+    autograd on, where no step is traced and caches are not written in
+    place. Its weights are scaled up, so that its choices vary and
+    searches end at different steps."""
+    model = random_model(seed=3)
+    for layer_weights in model.weights:  # far from uniform: varied choices
+        layer_weights.assign(layer_weights * 4.0)
+    fn = make_fn(model)
+    compiled = [to_numpy(x) for x in CompiledSearch(model, fn)(SOURCES)]
+    if keras.backend.backend() == "torch":
+        import torch
+
+        with torch.enable_grad():
+            op_by_op = [to_numpy(x.detach()) for x in fn(keras.ops.convert_to_tensor(SOURCES))]
+    else:
+        op_by_op = [to_numpy(x) for x in fn(keras.ops.convert_to_tensor(SOURCES))]
+    np.testing.assert_array_equal(compiled[0], op_by_op[0])
+    np.testing.assert_allclose(compiled[1], op_by_op[1], rtol=1e-5, atol=1e-5)
+    assert len({tuple(until_eos(t)) for t in compiled[0].reshape(-1, compiled[0].shape[-1])}) > 2
 
 
 def test_write_cache_equals_slice_update_and_is_in_place_only_without_autograd():
