@@ -130,11 +130,8 @@ def search_loop(model, cond, body, loop_vars, maximum_iterations):
     shapes, the search's settings and `body`'s closure stay fixed; `body`
     must not branch on a tensor's value.
     """
-    if keras.backend.backend() != "torch":
-        return keras.ops.while_loop(cond, body, loop_vars, maximum_iterations)
-    import torch
-
-    if torch.is_grad_enabled():
+    torch = _torch_without_autograd()
+    if torch is None:
         return keras.ops.while_loop(cond, body, loop_vars, maximum_iterations)
 
     def unflatten(flat):
@@ -178,16 +175,23 @@ def write_cache(cache, update, start):
     are recorded, and on the compiling backends (where XLA already updates
     in place), `ops.slice_update` runs.
     """
-    if keras.backend.backend() == "torch":
-        import torch
+    if _torch_without_autograd() is None:
+        return keras.ops.slice_update(cache, start, update)
+    view = cache
+    for axis, (i, n) in enumerate(zip(start, update.shape)):
+        view = view.narrow(axis, i, n)
+    view.copy_(update)
+    return cache
 
-        if not torch.is_grad_enabled():
-            view = cache
-            for axis, (i, n) in enumerate(zip(start, update.shape)):
-                view = view.narrow(axis, i, n)
-            view.copy_(update)
-            return cache
-    return keras.ops.slice_update(cache, start, update)
+
+def _torch_without_autograd():
+    """The `torch` module where the backend is PyTorch and autograd is off
+    (a search's loop, which owns its buffers), else None."""
+    if keras.backend.backend() != "torch":
+        return None
+    import torch
+
+    return None if torch.is_grad_enabled() else torch
 
 
 def is_traced(x):
