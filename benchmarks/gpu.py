@@ -33,7 +33,7 @@ from benchmarks.training import (
 )
 from benchmarks.timing import compiled, timed
 from keras_transformer.decoding.beam_search import beam_search
-from keras_transformer.training.runs import has_accelerator
+from keras_transformer.training.runs import allow_tf32, has_accelerator
 
 POLICIES = ("float32", "mixed_bfloat16")
 SMALL = dict(config=dict(preset_sizes("tiny", num_layers=1, vocabulary_size=100),
@@ -114,6 +114,7 @@ def run(config=None, steps=10, rounds=3, matmul_size=8192, beam_batch=64, source
     model is the `base` preset at 200 x 128 tokens unless `config` (sizes
     as `benchmarks.training.REFERENCE`) says otherwise."""
     config = {**preset_sizes("base"), "batch": 200, "length": 128, **(config or {})}
+    allow_tf32()  # float32 as `train` runs it
     result = {"backend": keras.backend.backend(), "accelerator": has_accelerator(),
               "devices": _devices(), "config": config, "steps": steps, "rounds": rounds}
     for policy in POLICIES:

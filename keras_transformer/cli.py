@@ -276,6 +276,9 @@ def main(argv=None):
     file) prints one line and returns 2, with its traceback only under
     `--debug`. Other exceptions are bugs and keep their traceback."""
     args = build_parser().parse_args(argv)
+    from keras_transformer.training.runs import allow_tf32
+
+    allow_tf32()
     handler = {"translate": _translate, "generate": _generate,
                "average": _average}.get(args.command, _train)
     try:

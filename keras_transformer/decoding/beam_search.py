@@ -109,6 +109,7 @@ def beam_search_fn(model, encoder_token_ids, beam_size, alpha, num_return,
     batch, src_len = ops.shape(encoder_token_ids)
     max_steps = output_length(model, src_len, max_extra_length)  # static per shape
     vocab = model.output_vocabulary_size
+    alpha = ops.convert_to_tensor(alpha, "float32")
 
     # Every sentence is repeated k times: row b * k + j is beam j of b.
     limits = ops.repeat(
@@ -128,7 +129,8 @@ def beam_search_fn(model, encoder_token_ids, beam_size, alpha, num_return,
         done = ops.all(ops.greater_equal(nth_finished, best_live))
         return ops.logical_and(ops.less(state.step, max_steps), ops.logical_not(done))
 
-    def body(*state):
+    def body(constants, *state):
+        limits, source_mask, alpha = constants  # the tensors of this call
         state = BeamState(*state)
         step = state.step
         tokens = ops.reshape(ops.take(state.alive, step, axis=2), (batch * k, 1))
@@ -163,7 +165,8 @@ def beam_search_fn(model, encoder_token_ids, beam_size, alpha, num_return,
         return tuple(BeamState(step + 1, alive, alive_log_probs, finished,
                                finished_scores, cache))
 
-    final = BeamState(*search_loop(model, cond, body, tuple(state), max_steps))
+    final = BeamState(*search_loop(model, cond, body, tuple(state), max_steps,
+                                   constants=(limits, source_mask, alpha)))
     # --> (batch, num_return, max_steps), without bos
     return (final.finished[:, :num_return, 1:],
             final.finished_scores[:, :num_return])

@@ -67,7 +67,8 @@ def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id=None,
             ops.less(step, max_steps), ops.logical_not(ops.all(finished))
         )
 
-    def body(step, sequences, finished, scores, cache):
+    def body(constants, step, sequences, finished, scores, cache):
+        limits, source_mask = constants  # the tensors of this call
         tokens = ops.take(sequences, step, axis=1)[:, None]  # (batch, 1)
         logits, cache = model.decode_step(tokens, cache, step, source_mask)
         # --> (batch, vocab)
@@ -85,6 +86,6 @@ def greedy_search_fn(model, encoder_token_ids, max_extra_length, bos_id=None,
     _, sequences, _, scores, _ = search_loop(
         model, cond, body,
         (ops.convert_to_tensor(0, "int32"), sequences, finished, scores, cache),
-        max_steps,
+        max_steps, constants=(limits, source_mask),
     )
     return sequences[:, 1:], scores  # --> (batch, max_steps), (batch,)

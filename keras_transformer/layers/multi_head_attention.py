@@ -263,7 +263,11 @@ class MultiHeadAttention(keras.layers.Layer):
         fusable = self.key_dim == self._value_dim  # the kernels need d_k == d_v
         kv = "bhkd" if heads_first else "bkhd"
         if fusable and not heads_first and not return_attention_scores and not use_dropout:
-            # The fused kernel where the backend has one.
+            # The fused kernel where the backend has one. cuDNN's (JAX on a
+            # GPU) refuses a mask broadcast along the queries: give it all.
+            if mask is not None:
+                mask = ops.broadcast_to(
+                    mask, (ops.shape(mask)[0], 1, ops.shape(q)[1], ops.shape(k)[1]))
             out = ops.dot_product_attention(q, k, v, mask=mask, scale=scale)
             return out, None
         # (batch, heads, q_len, k_len)

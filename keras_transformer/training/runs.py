@@ -86,6 +86,20 @@ def has_accelerator():
                for device in keras.distribution.list_devices())
 
 
+def allow_tf32():
+    """On PyTorch with a CUDA GPU, lets float32 matrix products run on the
+    tensor cores as TF32, which JAX and TensorFlow do by default on the
+    same GPU and PyTorch does not (twice the speed, docs/RESULTS.md).
+    The command-line programs call it. Returns whether it did."""
+    if keras.backend.backend() != "torch" or not has_accelerator():
+        return False
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return True
+
+
 def check_resume(config, fields):
     """Refuses (a `ValueError`, before any work) to resume a run whose
     tokenizer is gone, since the checkpoints read its ids, or with settings

@@ -164,10 +164,14 @@ def test_the_loop_traces_once_per_shape_bucket():
         search(SOURCES[:, :4])
         assert search.trace_count == 2  # a new shape bucket: one new trace
     else:
-        # PyTorch runs the search in Python on every call (the loop's body
-        # as a trace, `search_loop`), without autograd.
+        # PyTorch runs the search in Python on every call, without
+        # autograd, and replays the trace of the loop's body that the first
+        # call of the shape recorded (`search_loop`).
         tokens, scores = search(SOURCES)
         assert search.trace_count == 3 and not scores.requires_grad
+        assert len(search.traces) == 1
+        search(SOURCES[:, :4])
+        assert len(search.traces) == 2
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -229,24 +233,29 @@ def test_the_compiled_loop_equals_the_loop_run_op_by_op(make_fn):
     """jax.jit, XLA and PyTorch's traced body (`search_loop`) give the
     tokens and scores of the same loop run op by op: on PyTorch, with
     autograd on, where no step is traced and caches are not written in
-    place. Its weights are scaled up, so that its choices vary and
+    place. The second source, of the same shape, replays the first one's
+    program or trace. The weights are scaled up, so that choices vary and
     searches end at different steps."""
     model = random_model(seed=3)
     for layer_weights in model.weights:  # far from uniform: varied choices
         layer_weights.assign(layer_weights * 4.0)
     fn = make_fn(model)
-    compiled = [to_numpy(x) for x in CompiledSearch(model, fn)(SOURCES)]
+    search = CompiledSearch(model, fn)
     if keras.backend.backend() == "torch":
         import torch
 
         op_by_op_mode = torch.enable_grad()
     else:
         op_by_op_mode = contextlib.nullcontext()
-    with op_by_op_mode:
-        op_by_op = [to_numpy(x) for x in fn(keras.ops.convert_to_tensor(SOURCES))]
-    np.testing.assert_array_equal(compiled[0], op_by_op[0])
-    np.testing.assert_allclose(compiled[1], op_by_op[1], rtol=1e-5, atol=1e-5)
-    assert len({tuple(until_eos(t)) for t in compiled[0].reshape(-1, compiled[0].shape[-1])}) > 2
+    others = np.array([[8, 3, 0, 0, 0], [12, 11, 10, 9, 0], [7, 7, 7, 7, 7]], "int32")
+    for sources in (SOURCES, others):
+        compiled = [to_numpy(x) for x in search(sources)]
+        with op_by_op_mode:
+            op_by_op = [to_numpy(x) for x in fn(keras.ops.convert_to_tensor(sources))]
+        np.testing.assert_array_equal(compiled[0], op_by_op[0])
+        np.testing.assert_allclose(compiled[1], op_by_op[1], rtol=1e-5, atol=1e-5)
+        rows = compiled[0].reshape(-1, compiled[0].shape[-1])
+        assert len({tuple(until_eos(t)) for t in rows}) > 2
 
 
 def test_write_cache_equals_slice_update_and_is_in_place_only_without_autograd():

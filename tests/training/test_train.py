@@ -318,6 +318,26 @@ def test_auto_compiles_with_xla_on_jax_and_on_tensorflow_with_an_accelerator(
     assert runs.resolve_jit_compile(False) is False
 
 
+@pytest.mark.parametrize("accelerator", [False, True])
+def test_tf32_is_allowed_only_on_pytorch_with_a_gpu(accelerator, monkeypatch):
+    monkeypatch.setattr(runs, "has_accelerator", lambda: accelerator)
+    expected = keras.backend.backend() == "torch" and accelerator
+    if keras.backend.backend() == "torch":
+        import torch
+
+        # Properties of PyTorch's backends, which monkeypatch cannot undo.
+        saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        try:
+            assert runs.allow_tf32() is expected
+            assert torch.backends.cuda.matmul.allow_tf32 is expected
+            assert torch.backends.cudnn.allow_tf32 is expected
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    else:
+        assert runs.allow_tf32() is False
+
+
 def test_max_updates_stops_a_run_and_a_resumed_run_goes_on_to_a_new_one(tmp_path, capsys):
     corpus = tmp_path / "numbers.tsv"
     corpus.write_text("".join(f"{en}\t{fr}\n" for en, fr in numbers_and_dates(size=600)))
