@@ -171,7 +171,7 @@ def search_loop(model, cond, body, loop_vars, maximum_iterations, constants=()):
             return tuple(keras.tree.flatten(body(given, *unflatten(flat[:len(state)]))))
 
     traces = _TRACES.get()
-    key = (body.__code__, maximum_iterations, *map(id, weights),
+    key = (body.__code__, *map(id, weights),
            *((tuple(x.shape), x.dtype, x.device) for x in state + inputs))
     # TorchScript's optimizing executor profiles a trace's first runs and
     # then compiles fused kernels for it (on a GPU): without it an H200's
