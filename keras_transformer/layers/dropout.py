@@ -52,10 +52,10 @@ class Dropout(keras.layers.Layer):
 
     Where the random bits come from: `keras.random` draws a two-int32 key
     per call (from the layer's seed), and each pair of neighbouring
-    elements takes its bits from `keyed_hash` of the pair's index: a
-    16-bit uniform each. Under XLA the hash fuses into the elementwise work
-    around it, where drawing every bit from `keras.random` was a sizeable
-    part of the training step (docs/RESULTS.md).
+    elements (in row-major order) takes its bits from `keyed_hash` of the
+    pair's index: a 16-bit uniform each. Under XLA the hash fuses into the
+    elementwise work around it, where drawing every bit from `keras.random`
+    was a sizeable part of the training step (docs/RESULTS.md).
 
     An element is kept when its uniform is below `round((1 - rate) * 2^16)`,
     so the dropout rate is rounded to a multiple of `2^-16` (0.1 becomes
@@ -97,21 +97,20 @@ class Dropout(keras.layers.Layer):
             return inputs
         if self.threshold == 0:  # rate > 1 - 2^-17: everything is dropped
             return ops.zeros_like(inputs)
-        shape = tuple(ops.shape(inputs))
-        width = shape[-1]
-        half = (width + 1) // 2
+        shape = ops.shape(inputs)  # its sizes may be known only at run time
+        size = ops.size(inputs)
         key = keras.random.randint(
             (2,), 0, 2**31 - 1, dtype="int32", seed=self.seed_generator
         )
-        # (..., ceil(d / 2), 1): the index of each pair of elements
-        pairs = ops.size(inputs) // width * half
-        counter = ops.reshape(ops.arange(pairs, dtype="int32"), shape[:-1] + (half, 1))
-        # (..., ceil(d / 2), 2): the low and the high 16 bits of each hash
+        # (ceil(n / 2), 1): the index of each pair of elements, in row-major order
+        counter = ops.reshape(ops.arange((size + 1) // 2, dtype="int32"), (-1, 1))
+        # (ceil(n / 2), 2): the low and the high 16 bits of each hash
         shifts = ops.convert_to_tensor([0, _BITS], "int32")
         uniforms = ops.bitwise_and(ops.right_shift(keyed_hash(counter, key), shifts), _LEVELS - 1)
-        uniforms = ops.reshape(uniforms, shape[:-1] + (2 * half,))  # (..., 2 ceil(d / 2))
-        if 2 * half != width:
-            uniforms = uniforms[..., :width]  # (..., d)
+        uniforms = ops.reshape(uniforms, (-1,))  # (2 ceil(n / 2),)
+        if not isinstance(inputs.shape[-1], int) or inputs.shape[-1] % 2:
+            uniforms = uniforms[:size]  # an odd n has one uniform too many
+        uniforms = ops.reshape(uniforms, shape)
         # 1 / keep or 0 per element; a multiply (rather than a select)
         # keeps the backward pass to one elementwise product.
         keep = ops.cast(uniforms < self.threshold, inputs.dtype)

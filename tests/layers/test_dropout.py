@@ -140,3 +140,36 @@ def test_the_random_state_survives_a_saved_model(tmp_path):
     loaded.train_on_batch(inputs, labels)
     assert max(np.abs(to_numpy(a) - to_numpy(b)).max()
                for a, b in zip(model.weights, loaded.weights)) > 1e-4
+
+
+def test_attention_dropout_trains_on_batches_whose_length_is_known_at_run_time():
+    # tf.data's padded batches have no static length, so in TensorFlow's
+    # graph mode the attention weights' last axis is a run-time value.
+    import keras
+    import tensorflow as tf
+
+    import keras_transformer as kt
+
+    keras.utils.set_random_seed(0)
+    model = kt.Transformer.from_preset("tiny", vocabulary_size=50, dropout_rate=0.0,
+                                       attention_dropout=0.1)
+    model.compile(optimizer="adam", loss=kt.LabelSmoothedCrossEntropy(0.1), jit_compile=False)
+    rng = np.random.default_rng(0)
+
+    def batches():
+        for _ in range(2):
+            ids = rng.integers(3, 50, (4, 7)).astype("int32")
+            yield {"encoder_token_ids": ids, "decoder_token_ids": ids}, ids
+
+    spec = tf.TensorSpec((None, None), tf.int32)
+    data = tf.data.Dataset.from_generator(batches, output_signature=(
+        {"encoder_token_ids": spec, "decoder_token_ids": spec}, spec))
+    before = [to_numpy(w) for w in model.trainable_weights]
+    losses = model.fit(data, verbose=0).history["loss"]
+    assert np.all(np.isfinite(losses))
+    assert any(not np.allclose(a, to_numpy(b)) for a, b in zip(before, model.trainable_weights))
+    # The attention weights are dropped: two training passes differ, inference does not.
+    inputs = {"encoder_token_ids": np.full((2, 9), 5), "decoder_token_ids": np.full((2, 9), 7)}
+    first, second = (to_numpy(model(inputs, training=True)) for _ in range(2))
+    assert not np.allclose(first, second)
+    np.testing.assert_array_equal(to_numpy(model(inputs)), to_numpy(model(inputs)))
