@@ -20,6 +20,9 @@ import numpy as np
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES, UNK_ID
 
 TOKENIZER_FILE = "tokenizer.model"
+# Pieces when a run names none: on the shipped corpus 4,000 scored higher
+# than 2,000 in the 10-minute demo, and 8,000 was slower (docs/RESULTS.md).
+DEFAULT_VOCABULARY_SIZE = 4000
 
 
 def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe",

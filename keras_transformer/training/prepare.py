@@ -26,7 +26,8 @@ from keras_transformer.data.prepared import (
     shard_name,
 )
 from keras_transformer.data.readers import CorpusReport, iter_corpus, read_corpus
-from keras_transformer.data.tokenizer import TOKENIZER_FILE, train_tokenizer
+from keras_transformer.data.tokenizer import (
+    DEFAULT_VOCABULARY_SIZE, TOKENIZER_FILE, train_tokenizer)
 from keras_transformer.progress import Progress
 
 TOKENIZE_CHUNK = 4096  # pairs tokenized together, on every core
@@ -47,7 +48,7 @@ class PrepareConfig:
     # trains. Default: pairs held out from `corpus`.
     valid_corpus: str | None = None
     test_corpus: str | None = None
-    vocabulary_size: int = 2000  # the paper: about 37,000 for WMT EN-DE
+    vocabulary_size: int = DEFAULT_VOCABULARY_SIZE  # the paper: about 37,000 for WMT EN-DE
     # Sentences (both sides) SentencePiece trains on, drawn at random.
     tokenizer_sample: int = 1_000_000
     pairs_per_shard: int = 100_000  # a shard is shuffled in memory: ~20 MB

@@ -35,7 +35,8 @@ from keras_transformer.data.pipeline import (
 )
 from keras_transformer.data.prepared import HELD_OUT_FILES, is_prepared, read_manifest
 from keras_transformer.data.readers import read_corpus
-from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
+from keras_transformer.data.tokenizer import (
+    DEFAULT_VOCABULARY_SIZE, TOKENIZER_FILE, load_tokenizer, train_tokenizer)
 from keras_transformer.distribution import Parallelism, parse_distribution
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy, TokenCount
@@ -76,8 +77,7 @@ class TrainConfig:
     target_language: str = "fr"
     run_dir: str = "runs/bible_en_fr"
     preset: Literal[tuple(PRESETS)] = "mini"  # the best in 10 minutes of the CPU presets
-    # Shared BPE; None: 2000 (8000 was slower and no better), or a prepared
-    # corpus's own.
+    # Shared BPE; None: DEFAULT_VOCABULARY_SIZE, or a prepared corpus's own.
     vocabulary_size: int | None = None
     # The paper's 25,000 scaled to a CPU: twice the steps of 4,096 learn faster.
     tokens_per_batch: int = 2048
@@ -133,7 +133,6 @@ class TrainConfig:
     seed: int = 0
 
 
-DEFAULT_VOCABULARY_SIZE = 2000
 
 # The paper's training and decoding on WMT 2014 EN-DE (sections 5-6.1), as
 # `TrainConfig` fields; the command line's `--recipe NAME` starts from one,

@@ -170,7 +170,7 @@ def test_long_pairs_dropped_or_truncated(numbers_tokenizer):
 def test_padding_efficiency_on_the_embedded_corpus(tmp_path):
     # With the demo's vocabulary and token budget (measured: 92.1%).
     from keras_transformer.training import TrainConfig
-    from keras_transformer.training.train import DEFAULT_VOCABULARY_SIZE
+    from keras_transformer.data.tokenizer import DEFAULT_VOCABULARY_SIZE
 
     demo = TrainConfig()
     pairs = bible_en_fr("train")
