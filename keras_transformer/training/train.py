@@ -133,7 +133,6 @@ class TrainConfig:
     seed: int = 0
 
 
-
 # The paper's training and decoding on WMT 2014 EN-DE (sections 5-6.1), as
 # `TrainConfig` fields; the command line's `--recipe NAME` starts from one,
 # and the flags given beside it win. The 25,000 tokens of an update come
