@@ -94,7 +94,7 @@ class TrainConfig:
     max_updates: int = 0  # stop after this many optimizer updates (0 = none)
     warmup_steps: int = 200  # 4000 in the paper, for 100K steps
     # Caps the paper's formula, which peaks where small models stall; 0 = no cap.
-    peak_learning_rate: float = 4e-3
+    peak_learning_rate: float = 3e-3
     # After warmup, "paper": the inverse square root of the step (equation
     # 3); "linear": the peak, falling linearly to zero at the end of the
     # time budget or of --max-updates, whichever comes first (BudgetDecay;
