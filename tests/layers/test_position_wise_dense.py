@@ -46,6 +46,25 @@ def test_matmul_and_its_gradients_match_numpy(shape, convolutions):
     assert len(convolutions) == (2 if on_torch and large else 0)
 
 
+
+def test_batch_axes_fold_into_one_matrix_product(monkeypatch, convolutions):
+    """`(batch, seq, d_in)` multiplies as one `(batch * seq, d_in)` matrix:
+    with the batch axes kept, XLA on JAX copied the logits' gradient into a
+    transposed layout (docs/RESULTS.md)."""
+    ranks = []
+    matmul = keras.ops.matmul
+
+    def recording(a, b):
+        ranks.append((len(a.shape), len(b.shape)))
+        return matmul(a, b)
+
+    monkeypatch.setattr(position_wise_dense.ops, "matmul", recording)
+    x = np.arange(np.prod(SMALL), dtype="float32").reshape(SMALL)
+    kernel = np.eye(8, 5, dtype="float32")
+    product = position_wise_matmul(keras.ops.convert_to_tensor(x), kernel)
+    np.testing.assert_array_equal(to_numpy(product), x[..., :5])
+    assert ranks == [(2, 2)]
+
 def test_bfloat16_matches_float32(convolutions):
     rng = np.random.default_rng(1)
     x = rng.normal(size=LARGE).astype("float32")
