@@ -42,6 +42,13 @@ def _row(what, a, b, c, unit="s"):
     return f"| {what} | {a} {c['a_s']:.3f} {unit} | {b} {c['b_s']:.3f} {unit} | {_ratio(c)} |"
 
 
+def _path(backend, jit_compile):
+    """How a step ran: "XLA", "graph mode" or "eager"."""
+    if jit_compile:
+        return "XLA"
+    return "graph mode" if backend == "tensorflow" else "eager"
+
+
 def table(results):
     """The Markdown table of `results` (suite name -> its `run` result)."""
     backend = keras.backend.backend()
@@ -65,7 +72,8 @@ def table(results):
             f"{m['flops_per_step'] / 1e9:.1f} GFLOP/step / {m['step_s']:.3f} s / "
             f"{m['matmul_peak_flops'] / 1e9:.0f} GFLOP/s float32 matmul peak",
             f"- first-step compile time (ours): {r['compile_s']:.1f} s",
-            f"- mixed_bfloat16: {b['speedup']:.2f}x the float32 speed; loss after "
+            f"- mixed_bfloat16 ({_path(r['backend'], b['jit_compile'])}): "
+            f"{b['speedup']:.2f}x the float32 speed; loss after "
             f"the same steps {b['bfloat16_loss']:.3f} vs {b['float32_loss']:.3f} (float32)",
         ]
     if "decoding" in results:

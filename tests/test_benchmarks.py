@@ -13,6 +13,7 @@ import pytest
 from benchmarks import bfloat16, decoding, training
 from benchmarks.pipeline import padding_baselines
 from keras_transformer.models import PRESETS, Transformer
+from keras_transformer.training.runs import resolve_jit_compile
 
 
 def test_decoding_benchmark_runs_and_both_sides_agree():
@@ -70,6 +71,8 @@ def test_training_benchmark_runs_on_this_backend():
     assert result["parameters"]["keras_hub"] > result["parameters"]["ours"]  # untied, learned positions
     assert 0 < result["mfu"]["utilisation"] < 1 and result["tokens_per_s"]["ours"] > 0
     assert np.isfinite(result["bfloat16"]["bfloat16_loss"])
+    # mixed_bfloat16 on Keras's default path: graph mode on a CPU-only TensorFlow.
+    assert result["bfloat16"]["jit_compile"] == resolve_jit_compile("auto")
     # nn.Transformer adds a final LayerNorm (2 x d_model) to each stack.
     assert result["parameters"]["torch_native"] == result["parameters"]["ours"] + 4 * 16
     assert result["ours_vs_torch_native"]["b_s"] > 0
@@ -140,7 +143,8 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     for a, b in sides:  # | what | A 0.123 s | B 0.456 s | 1.23x (1.10-1.30) |
         row = rf"\| {a} [\d.]+ s \| {b} [\d.]+ s \| [\d.]+x \([\d.]+-[\d.]+\) \|"
         assert re.search(row, text), (a, b)
-    for note in ("tokens/s", "FLOPs utilisation", "compile time", "padding efficiency"):
+    for note in ("tokens/s", "FLOPs utilisation", "compile time", "padding efficiency",
+                 "mixed_bfloat16 (eager)"):
         assert note in text
     # Two tables: the translator's suites, then the language models'.
     written = readme.read_text()
@@ -205,6 +209,10 @@ def test_bfloat16_benchmark_reads_flags_and_rounds_like_bfloat16(tmp_path):
     # bfloat16 keeps 8 bits of mantissa: the product differs from float32's,
     # by about 2^-8 of its scale, not by more.
     assert 1e-4 < result["relative_difference"] < 0.05
+    if keras.backend.backend() == "tensorflow":  # and in graph mode, oneDNN's
+        assert 1e-4 < result["graph_mode"]["relative_difference"] < 0.05
+    else:
+        assert "graph_mode" not in result
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
     assert bfloat16.cpu_flags(str(cpuinfo)) == {
