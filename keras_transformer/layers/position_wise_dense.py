@@ -31,8 +31,8 @@ def position_wise_matmul(x, kernel):
             return ops.matmul(x, kernel)
         # As one `(positions, d_in)` matrix: with the batch axes kept, XLA's
         # CPU backend on JAX copies the `(batch, seq, V)` gradient of the
-        # logits into a transposed layout for the weight gradient, a tenth
-        # of the training step (docs/RESULTS.md).
+        # logits into a transposed layout for the weight gradient, 8% of
+        # the training step (docs/RESULTS.md).
         return ops.reshape(ops.matmul(ops.reshape(x, (positions, shape[-1])), kernel),
                            out_shape)
     # All positions as one (1, positions, 1, d_in) image, viewed as
