@@ -24,21 +24,21 @@ def position_wise_matmul(x, kernel):
     convolution gained nothing, and on GPUs it stays a matmul.
     """
     shape = tuple(x.shape)
-    positions = math.prod(shape[:-1]) if None not in shape else 0
+    if None in shape:  # a dynamic shape: TensorFlow's graph mode
+        return ops.matmul(x, kernel)
+    positions = math.prod(shape[:-1])
     out_shape = shape[:-1] + (kernel.shape[-1],)
+    # As one `(positions, d_in)` matrix: with the batch axes kept, XLA's CPU
+    # backend on JAX copies the `(batch, seq, V)` gradient of the logits into
+    # a transposed layout for the weight gradient, 8% of the training step
+    # (docs/RESULTS.md).
+    rows = ops.reshape(x, (positions, shape[-1]))
     if positions < MIN_CONVOLUTION_POSITIONS or not _on_pytorch_cpu(x):
-        if not positions or len(shape) == 2:
-            return ops.matmul(x, kernel)
-        # As one `(positions, d_in)` matrix: with the batch axes kept, XLA's
-        # CPU backend on JAX copies the `(batch, seq, V)` gradient of the
-        # logits into a transposed layout for the weight gradient, 8% of
-        # the training step (docs/RESULTS.md).
-        return ops.reshape(ops.matmul(ops.reshape(x, (positions, shape[-1])), kernel),
-                           out_shape)
+        return ops.reshape(ops.matmul(rows, kernel), out_shape)
     # All positions as one (1, positions, 1, d_in) image, viewed as
     # channels-first (1, d_in, positions, 1): no copy, and oneDNN reads the
     # channels-last memory as it lies.
-    image = ops.transpose(ops.reshape(x, (1, positions, 1, shape[-1])), (0, 3, 1, 2))
+    image = ops.transpose(ops.reshape(rows, (1, positions, 1, shape[-1])), (0, 3, 1, 2))
     # (1, d_out, positions, 1)
     out = ops.conv(image, kernel[None, None], data_format="channels_first")
     return ops.reshape(ops.transpose(out, (0, 2, 3, 1)), out_shape)

@@ -46,7 +46,6 @@ def test_matmul_and_its_gradients_match_numpy(shape, convolutions):
     assert len(convolutions) == (2 if on_torch and large else 0)
 
 
-
 def test_batch_axes_fold_into_one_matrix_product(monkeypatch, convolutions):
     """`(batch, seq, d_in)` multiplies as one `(batch * seq, d_in)` matrix:
     with the batch axes kept, XLA on JAX copied the logits' gradient into a
@@ -64,6 +63,7 @@ def test_batch_axes_fold_into_one_matrix_product(monkeypatch, convolutions):
     product = position_wise_matmul(keras.ops.convert_to_tensor(x), kernel)
     np.testing.assert_array_equal(to_numpy(product), x[..., :5])
     assert ranks == [(2, 2)]
+
 
 def test_bfloat16_matches_float32(convolutions):
     rng = np.random.default_rng(1)
