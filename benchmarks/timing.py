@@ -35,7 +35,9 @@ def compare(a, b, data, rounds):
     """Times `a(data)` and `b(data)`, alternating, after one warm-up call
     each; returns their median seconds, the ratio b / a (median, min,
     max) and every time."""
-    a(data), b(data)  # compile
+    # Compile, and wait: JAX returns before it computes, so an unawaited
+    # warm-up of `b` would run inside the first timing of `a`.
+    timed(a, data), timed(b, data)
     times = {"a": [], "b": []}
     for _ in range(rounds):
         times["a"].append(timed(a, data))

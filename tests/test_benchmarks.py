@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from benchmarks import bfloat16, decoding, training
+from benchmarks import bfloat16, decoding, timing, training
 from benchmarks.pipeline import padding_baselines
 from keras_transformer.models import PRESETS, Transformer
 from keras_transformer.training.runs import resolve_jit_compile
@@ -25,6 +25,21 @@ def test_decoding_benchmark_runs_and_both_sides_agree():
         c = result[key]
         assert c["a_s"] > 0 and c["b_s"] > 0
         assert c["ratio_min"] <= c["ratio_median"] <= c["ratio_max"]
+
+
+def test_compare_waits_for_each_warm_up_before_timing(monkeypatch):
+    # JAX returns before it computes: an unawaited warm-up of `b` ran inside
+    # the first timing of `a` (a 0.90x minimum for a 14.5x ratio).
+    events = []
+    monkeypatch.setattr(timing.keras.ops, "convert_to_numpy",
+                        lambda out: events.append(("wait", out)))
+
+    def side(name):
+        return lambda data: events.append(("call", name)) or name
+
+    result = timing.compare(side("a"), side("b"), None, rounds=2)
+    assert events[:4] == [("call", "a"), ("wait", "a"), ("call", "b"), ("wait", "b")]
+    assert len(events) == 12 and len(result["a_times"]) == 2
 
 
 @pytest.mark.parametrize("preset", ["tiny", "base", "big"])
