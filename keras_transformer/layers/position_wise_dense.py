@@ -1,7 +1,9 @@
 """Position-wise linear maps (paper section 3.3): every projection in the
 model applies one matrix to each position alike."""
 
+import functools
 import math
+import platform
 
 import keras
 from keras import ops
@@ -17,11 +19,12 @@ def position_wise_matmul(x, kernel):
     """`x @ kernel`: `(..., d_in) @ (d_in, d_out) --> (..., d_out)`.
 
     Section 3.3 describes such a map as "a convolution with kernel size 1",
-    and on PyTorch's CPU that is how it runs, from
+    and on PyTorch with an AMD CPU that is how it runs, from
     `MIN_CONVOLUTION_POSITIONS` positions on: PyTorch hands float32 matmuls
     to MKL, which on AMD CPUs runs at about half the speed of the same
-    product as a oneDNN convolution (docs/RESULTS.md). Under XLA, where a
-    convolution gained nothing, and on GPUs it stays a matmul.
+    product as a oneDNN convolution. On an Intel CPU MKL runs at full
+    speed and the matmul was the faster (docs/RESULTS.md). Under XLA, where
+    a convolution gained nothing, and on GPUs it stays a matmul.
     """
     shape = tuple(x.shape)
     if None in shape:  # a dynamic shape: TensorFlow's graph mode
@@ -33,7 +36,7 @@ def position_wise_matmul(x, kernel):
     # a transposed layout for the weight gradient, 8% of the training step
     # (docs/RESULTS.md).
     rows = ops.reshape(x, (positions, shape[-1]))
-    if positions < MIN_CONVOLUTION_POSITIONS or not _on_pytorch_cpu(x):
+    if positions < MIN_CONVOLUTION_POSITIONS or not _on_pytorch_amd_cpu(x):
         return ops.reshape(ops.matmul(rows, kernel), out_shape)
     # All positions as one (1, positions, 1, d_in) image, viewed as
     # channels-first (1, d_in, positions, 1): no copy, and oneDNN reads the
@@ -50,16 +53,27 @@ def states_at(sequence, positions):
     return ops.take_along_axis(sequence, ops.cast(positions, "int32")[:, :, None], axis=1)
 
 
-def _on_pytorch_cpu(x):
+def _on_pytorch_amd_cpu(x):
     device = getattr(x, "device", None)  # a torch.device for PyTorch tensors
-    return keras.backend.backend() == "torch" and getattr(device, "type", None) == "cpu"
+    return (keras.backend.backend() == "torch" and getattr(device, "type", None) == "cpu"
+            and _amd_cpu())
+
+
+@functools.cache
+def _amd_cpu():
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = f.read()
+    except OSError:  # not Linux; on Windows the name ends with the vendor
+        cpu = platform.processor()
+    return "AuthenticAMD" in cpu
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionWiseDense(keras.layers.Dense):
     """`keras.layers.Dense` whose product is `position_wise_matmul`: the
     same weights, config and `.keras` layout, a convolution with kernel
-    size 1 on PyTorch's CPU.
+    size 1 on PyTorch with an AMD CPU.
 
     Example:
     >>> layer = PositionWiseDense(8)

@@ -14,7 +14,9 @@ SMALL, LARGE = (2, 3, 8), (4, 80, 8)
 
 @pytest.fixture
 def convolutions(monkeypatch):
-    """Counts the calls of keras.ops.conv while the test runs."""
+    """Counts the calls of keras.ops.conv while the test runs, on a CPU
+    taken for AMD's, where PyTorch's large products are convolutions."""
+    monkeypatch.setattr(position_wise_dense, "_amd_cpu", lambda: True)
     calls = []
     conv = keras.ops.conv
 
@@ -40,10 +42,21 @@ def test_matmul_and_its_gradients_match_numpy(shape, convolutions):
         x, kernel)
     np.testing.assert_allclose(dx, weights @ kernel.T, atol=1e-5)
     np.testing.assert_allclose(dkernel, np.einsum("bti,bto->io", x, weights), atol=1e-4)
-    # On PyTorch's CPU the large product (forward, twice) is a 1 x 1 convolution.
+    # On PyTorch with an AMD CPU the large product (forward, twice) is a 1 x 1
+    # convolution.
     on_torch = keras.backend.backend() == "torch"
     large = np.prod(shape[:-1]) >= MIN_CONVOLUTION_POSITIONS
     assert len(convolutions) == (2 if on_torch and large else 0)
+
+
+def test_a_large_product_stays_a_matmul_on_other_cpus(monkeypatch, convolutions):
+    # Where MKL runs at full speed (an Intel Xeon) the matmul was the faster.
+    monkeypatch.setattr(position_wise_dense, "_amd_cpu", lambda: False)
+    x = np.random.default_rng(3).normal(size=LARGE).astype("float32")
+    kernel = np.eye(8, 5, dtype="float32")
+    product = position_wise_matmul(keras.ops.convert_to_tensor(x), kernel)
+    np.testing.assert_allclose(to_numpy(product), x[..., :5], atol=1e-6)
+    assert convolutions == []
 
 
 def test_batch_axes_fold_into_one_matrix_product(monkeypatch, convolutions):
