@@ -30,7 +30,8 @@ class Transformer(ModelBase):
 
     Figure 1 of the paper: token embeddings times `sqrt(d_model)` plus
     positional encodings (with dropout) feed a stack of `num_layers`
-    `EncoderBlock`s and a stack of `num_layers` `DecoderBlock`s; the decoder
+    `EncoderBlock`s and a stack of `num_layers` `DecoderBlock`s (unless
+    `num_decoder_layers` sets the decoder's own depth); the decoder
     output is projected to vocabulary logits by the transposed embedding
     matrix (section 3.4). With a shared vocabulary (the default) one matrix
     serves the source embedding, the target embedding and the pre-softmax
@@ -74,6 +75,10 @@ class Transformer(ModelBase):
         attention_dropout: float in `[0, 1)`, dropout on attention weights
             (0 in the paper).
         layer_norm_epsilon: float. Default 1e-6.
+        num_decoder_layers: int or None, the decoder stack's own depth
+            (None: `num_layers`, as in the paper). Fewer decoder layers
+            make steps and decoding cheaper, but on the demo's corpus one
+            learned far less per update than two (docs/RESULTS.md).
         pad_id, bos_id, eos_id: int, the padding, start and end token ids
             (`keras_transformer.special_tokens`: 0, 1, 2); the searches
             read them from the model.
@@ -115,6 +120,7 @@ class Transformer(ModelBase):
         learned_positions=False,
         attention_dropout=0.0,
         layer_norm_epsilon=1e-6,
+        num_decoder_layers=None,
         pad_id=PAD_ID,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
@@ -130,6 +136,8 @@ class Transformer(ModelBase):
             ("max_length", max_length),
         ]:
             check_positive_int(name, value)
+        if num_decoder_layers is not None:
+            check_positive_int("num_decoder_layers", num_decoder_layers)
         if key_dim is None:
             key_dim = head_width(d_model, num_heads)
         check_positive_int("key_dim", key_dim)
@@ -182,12 +190,13 @@ class Transformer(ModelBase):
             EncoderBlock, num_layers, "encoder_block", "encoder_norm", norm_first,
             layer_norm_epsilon, dtype, **block_kwargs)
         self.decoder_blocks, self.decoder_norm = build_stack(
-            DecoderBlock, num_layers, "decoder_block", "decoder_norm", norm_first,
-            layer_norm_epsilon, dtype, **block_kwargs)
+            DecoderBlock, num_decoder_layers or num_layers, "decoder_block", "decoder_norm",
+            norm_first, layer_norm_epsilon, dtype, **block_kwargs)
 
         # === Config (read by the stages below) ===
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
+        self.num_decoder_layers = num_decoder_layers
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_ff = d_ff
@@ -325,8 +334,8 @@ class Transformer(ModelBase):
             max_length: int, the decoder positions to reserve.
 
         Returns:
-            A dict `{"self": [(k, v)] * num_layers, "cross": [(k, v)] *
-            num_layers}`; self buffers are `(batch, heads, max_length,
+            A dict `{"self": [(k, v)] * decoder layers, "cross": [(k, v)]
+            * decoder layers}`; self buffers are `(batch, heads, max_length,
             head_dim)`, cross ones `(batch, heads, src_len, head_dim)`.
         """
         batch = ops.shape(encoder_output)[0]

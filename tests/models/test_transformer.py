@@ -17,7 +17,8 @@ def closed_form_params(c, vocabulary_size=None):
     encoder = attention + feed_forward + 4 * d
     decoder = 2 * attention + feed_forward + 6 * d
     learned_positions = 2 * c["max_length"] * d if c.get("learned_positions") else 0
-    return n * encoder + n * decoder + v * d + learned_positions
+    decoder_layers = c.get("num_decoder_layers") or n
+    return n * encoder + decoder_layers * decoder + v * d + learned_positions
 
 
 def tiny(**overrides):
@@ -78,8 +79,9 @@ def test_padding_changes_no_output_at_real_positions():
     np.testing.assert_allclose(padded[:, :3], short, atol=1e-5)
 
 
-def test_cached_decode_step_equals_full_pass():
-    model = tiny(num_heads=2, key_dim=16, value_dim=24)  # d_k != d_v too
+@pytest.mark.parametrize("depths", [{}, dict(num_layers=3, num_decoder_layers=1)])
+def test_cached_decode_step_equals_full_pass(depths):
+    model = tiny(num_heads=2, key_dim=16, value_dim=24, **depths)  # d_k != d_v too
     inputs = batch([[5, 6, 7, 0], [3, 4, 8, 9]], [[1, 8, 9, 10, 11], [1, 2, 3, 4, 5]])
     full = to_numpy(model(inputs))
     encoded, mask = model.encode(inputs["encoder_token_ids"])
@@ -126,6 +128,18 @@ def test_variants_build_and_agree_with_entry_points(overrides):
     assert model.count_params() == expected
 
 
+def test_decoder_depth_of_its_own_is_counted_and_saved(tmp_path):
+    model = tiny(num_layers=3, num_decoder_layers=1)
+    config = dict(PRESETS["tiny"]["config"], num_layers=3, num_decoder_layers=1)
+    assert (len(model.encoder_blocks), len(model.decoder_blocks)) == (3, 1)
+    assert model.count_params() == closed_form_params(config, 50)
+    inputs = batch([[5, 6, 7, 0]], [[1, 8, 9]])
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert len(loaded.decoder_blocks) == 1
+    np.testing.assert_allclose(to_numpy(loaded(inputs)), to_numpy(model(inputs)), atol=1e-6)
+
+
 def test_shared_vocabulary_ties_all_three_matrices():
     model = tiny()
     embeddings = [w for w in model.weights if "embeddings" in w.path]
@@ -163,6 +177,7 @@ def test_mixed_bfloat16_gives_finite_float32_logits():
 @pytest.mark.parametrize("overrides, message", [
     (dict(d_model=60, num_heads=8), "d_model=60, num_heads=8"),
     (dict(num_layers=0), "num_layers=0"),
+    (dict(num_decoder_layers=0), "num_decoder_layers=0"),
     (dict(d_ff=-1), "d_ff=-1"),
     (dict(vocabulary_size=0), "vocabulary_size=0"),
     (dict(dropout_rate=1.0), "dropout_rate=1.0"),
@@ -203,3 +218,91 @@ def test_sequence_longer_than_learned_positions():
     # The sinusoid extends past max_length.
     sinusoid = tiny(max_length=8)
     assert tuple(sinusoid(batch([[5] * 9], [[1] * 12])).shape) == (1, 12, 50)
+
+
+def _torch_transformer_with_our_weights(model):
+    """`torch.nn.Transformer` (PyTorch's own, post- or pre-norm) holding
+    `model`'s weights, and the embedding step written from the paper: the
+    shared embedding times sqrt(d_model) plus the interleaved sinusoid."""
+    import torch
+
+    d, heads = model.d_model, model.num_heads
+    reference = torch.nn.Transformer(
+        d, heads, model.num_layers, len(model.decoder_blocks), model.d_ff, dropout=0.0,
+        layer_norm_eps=model.layer_norm_epsilon, batch_first=True,
+        norm_first=model.norm_first)
+    if not model.norm_first:  # the paper's stacks end in their last block's norm
+        reference.encoder.norm = reference.decoder.norm = None
+
+    def tensor(x, transpose=False):
+        x = to_numpy(x)
+        return torch.from_numpy(np.ascontiguousarray(x.T if transpose else x))
+
+    def attention(theirs, ours):
+        dense = (ours.query_dense, ours.key_dense, ours.value_dense)
+        theirs.in_proj_weight.data = torch.cat([tensor(x.kernel, True) for x in dense])
+        theirs.in_proj_bias.data = torch.cat([tensor(x.bias) for x in dense])
+        theirs.out_proj.weight.data = tensor(ours.output_dense.kernel, True)
+        theirs.out_proj.bias.data = tensor(ours.output_dense.bias)
+
+    def norm(theirs, ours):
+        theirs.weight.data, theirs.bias.data = tensor(ours.gamma), tensor(ours.beta)
+
+    def block(theirs, ours, norms):
+        attention(theirs.self_attn, ours.self_attention)
+        theirs.linear1.weight.data = tensor(ours.feed_forward.inner_dense.kernel, True)
+        theirs.linear1.bias.data = tensor(ours.feed_forward.inner_dense.bias)
+        theirs.linear2.weight.data = tensor(ours.feed_forward.output_dense.kernel, True)
+        theirs.linear2.bias.data = tensor(ours.feed_forward.output_dense.bias)
+        for their_norm, our_norm in zip(norms, (ours.self_attention_norm,
+                                                getattr(ours, "cross_attention_norm", None),
+                                                ours.feed_forward_norm)):
+            if our_norm is not None:
+                norm(their_norm, our_norm)
+
+    for theirs, ours in zip(reference.encoder.layers, model.encoder_blocks):
+        block(theirs, ours, (theirs.norm1, None, theirs.norm2))
+    for theirs, ours in zip(reference.decoder.layers, model.decoder_blocks):
+        block(theirs, ours, (theirs.norm1, theirs.norm2, theirs.norm3))
+        attention(theirs.multihead_attn, ours.cross_attention)
+    if model.norm_first:
+        norm(reference.encoder.norm, model.encoder_norm)
+        norm(reference.decoder.norm, model.decoder_norm)
+    embeddings = tensor(model.source_embedding.embeddings)
+
+    def embed(ids):
+        positions = np.arange(ids.shape[1])[:, None] / 10000 ** (np.arange(0, d, 2) / d)
+        table = np.zeros((ids.shape[1], d), "float32")
+        table[:, 0::2], table[:, 1::2] = np.sin(positions), np.cos(positions)
+        return embeddings[torch.from_numpy(ids).long()] * d**0.5 + torch.from_numpy(table)
+
+    def logits(source, target):
+        steps = target.shape[1]
+        causal = torch.ones(steps, steps, dtype=torch.bool).triu(1)  # True = hidden
+        with torch.no_grad():
+            hidden = reference.eval()(
+                embed(source), embed(target), tgt_mask=causal,
+                src_key_padding_mask=torch.from_numpy(source == 0),
+                tgt_key_padding_mask=torch.from_numpy(target == 0),
+                memory_key_padding_mask=torch.from_numpy(source == 0))
+        return (hidden @ embeddings.T).numpy()
+
+    return logits
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_matches_torch_nn_transformer_with_the_same_weights(norm_first):
+    # Unequal stacks (3 encoder blocks, 1 decoder block) check that each
+    # stack gets its own depth; random offsets on every weight keep
+    # LayerNorm scales and biases away from 1 and 0.
+    from tests.models.keras_hub_weights import randomize
+
+    keras.utils.set_random_seed(0)
+    model = tiny(num_layers=3, num_decoder_layers=1, norm_first=norm_first)
+    randomize(model)
+    source = np.array([[5, 6, 7, 8, 0], [9, 10, 11, 12, 13]], "int32")
+    target = np.array([[1, 14, 15, 0], [1, 16, 17, 18]], "int32")
+    ours = to_numpy(model(batch(source, target)))
+    theirs = _torch_transformer_with_our_weights(model)(source, target)
+    real = target != 0
+    np.testing.assert_allclose(ours[real], theirs[real], rtol=1e-4, atol=1e-4)
