@@ -76,9 +76,9 @@ class Transformer(ModelBase):
             (0 in the paper).
         layer_norm_epsilon: float. Default 1e-6.
         num_decoder_layers: int or None, the decoder stack's own depth
-            (None: `num_layers`, as in the paper). Fewer decoder layers
-            make steps and decoding cheaper, but on the demo's corpus one
-            learned far less per update than two (docs/RESULTS.md).
+            (None: `num_layers`, as in the paper). On the demo's corpus
+            one decoder layer learned far less than two, and one encoder
+            layer as much as two (docs/RESULTS.md).
         pad_id, bos_id, eos_id: int, the padding, start and end token ids
             (`keras_transformer.special_tokens`: 0, 1, 2); the searches
             read them from the model.
