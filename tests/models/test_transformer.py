@@ -248,23 +248,23 @@ def _torch_transformer_with_our_weights(model):
     def norm(theirs, ours):
         theirs.weight.data, theirs.bias.data = tensor(ours.gamma), tensor(ours.beta)
 
-    def block(theirs, ours, norms):
+    def block(theirs, ours):
+        """Self-attention, the feed-forward network and their norms."""
         attention(theirs.self_attn, ours.self_attention)
         theirs.linear1.weight.data = tensor(ours.feed_forward.inner_dense.kernel, True)
         theirs.linear1.bias.data = tensor(ours.feed_forward.inner_dense.bias)
         theirs.linear2.weight.data = tensor(ours.feed_forward.output_dense.kernel, True)
         theirs.linear2.bias.data = tensor(ours.feed_forward.output_dense.bias)
-        for their_norm, our_norm in zip(norms, (ours.self_attention_norm,
-                                                getattr(ours, "cross_attention_norm", None),
-                                                ours.feed_forward_norm)):
-            if our_norm is not None:
-                norm(their_norm, our_norm)
+        norm(theirs.norm1, ours.self_attention_norm)
+        # PyTorch numbers the norms in order: the decoder's second is cross-attention's.
+        norm(theirs.norm3 if hasattr(theirs, "norm3") else theirs.norm2, ours.feed_forward_norm)
 
     for theirs, ours in zip(reference.encoder.layers, model.encoder_blocks):
-        block(theirs, ours, (theirs.norm1, None, theirs.norm2))
+        block(theirs, ours)
     for theirs, ours in zip(reference.decoder.layers, model.decoder_blocks):
-        block(theirs, ours, (theirs.norm1, theirs.norm2, theirs.norm3))
+        block(theirs, ours)
         attention(theirs.multihead_attn, ours.cross_attention)
+        norm(theirs.norm2, ours.cross_attention_norm)
     if model.norm_first:
         norm(reference.encoder.norm, model.encoder_norm)
         norm(reference.decoder.norm, model.decoder_norm)
