@@ -19,6 +19,7 @@ import warnings
 import keras
 
 from benchmarks import training
+from keras_transformer.freed_memory import keep_freed_memory
 
 SUITES = ("training", "decoding", "pipeline", "language_models")
 SMALL = {
@@ -157,4 +158,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # as the package's programs run
     main()

@@ -29,6 +29,7 @@ from keras import ops
 
 from benchmarks.training import matmul_peak
 from keras_transformer.data.tokenizer import detokenize, token_ids, train_tokenizer
+from keras_transformer.freed_memory import keep_freed_memory
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.training import TrainConfig, train
 from keras_transformer.training.runs import TrainingBudget
@@ -212,4 +213,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # as the package's programs run
     main()

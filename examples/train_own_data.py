@@ -16,6 +16,7 @@ TensorBoard logs, history.csv, the final model.keras and tokenizer.model.
 import argparse
 
 from keras_transformer import Translator
+from keras_transformer.freed_memory import keep_freed_memory
 from keras_transformer.training import TrainConfig, train
 
 
@@ -50,4 +51,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # before the first computation: faster steps on JAX and PyTorch
     main()

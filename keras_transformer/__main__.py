@@ -1,5 +1,3 @@
-import sys
+from keras_transformer.cli import run
 
-from keras_transformer.cli import main
-
-sys.exit(main())
+run()

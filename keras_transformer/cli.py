@@ -290,5 +290,14 @@ def main(argv=None):
         return 2
 
 
-if __name__ == "__main__":
+def run():
+    """The `keras-transformer` program (and `python -m keras_transformer`):
+    `main`, in a process whose memory settings it owns."""
+    from keras_transformer.freed_memory import keep_freed_memory
+
+    keep_freed_memory()  # before the first computation (see there)
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
