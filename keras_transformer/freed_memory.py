@@ -6,8 +6,8 @@ runtime one scratch buffer per run of a compiled program (about 500 MB for
 the benchmarks' reference training step), PyTorch every `(batch, seq, V)`
 tensor of the logits and the loss. glibc maps blocks that large from the
 system and unmaps them when they are freed, so every page of them faults
-again at the next step: 130,000 page faults and about a sixth of the step
-on JAX (docs/RESULTS.md). TensorFlow's own allocator keeps its memory.
+again at the next step (docs/RESULTS.md). TensorFlow's own allocator
+keeps its memory.
 """
 
 import ctypes
