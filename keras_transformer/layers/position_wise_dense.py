@@ -54,8 +54,14 @@ def states_at(sequence, positions):
 
 
 def _on_pytorch_amd_cpu(x):
-    device = getattr(x, "device", None)  # a torch.device for PyTorch tensors
-    return (keras.backend.backend() == "torch" and getattr(device, "type", None) == "cpu"
+    """Eagerly: under `torch.compile` (`jit_compile=True`) inductor failed
+    to lay out the convolution of a training step with symbolic sizes."""
+    if keras.backend.backend() != "torch":
+        return False
+    import torch
+
+    device = getattr(x, "device", None)  # None for a NumPy array
+    return (getattr(device, "type", None) == "cpu" and not torch.compiler.is_compiling()
             and _amd_cpu())
 
 

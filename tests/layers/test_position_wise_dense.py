@@ -100,3 +100,29 @@ def test_layer_equals_keras_dense_with_the_same_weights():
     assert [w.path.split("/")[-1] for w in ours.weights] == ["kernel", "bias"]
     np.testing.assert_allclose(to_numpy(ours(x)), to_numpy(reference(x)), atol=1e-5)
     assert_config_roundtrip(ours)
+
+
+def test_a_product_traced_with_symbolic_sizes_is_a_matmul(convolutions):
+    """Traced with sizes known only when run (TensorFlow's graph mode,
+    `torch.compile`), the product is a matmul, which the compilers take
+    at any size: inductor failed on the convolution's layout in a
+    training step."""
+    x = np.random.default_rng(4).normal(size=LARGE).astype("float32")
+    kernel = np.random.default_rng(5).normal(size=(8, 5)).astype("float32")
+    backend = keras.backend.backend()
+    if backend == "torch":
+        import torch
+
+        traced = torch.compile(position_wise_matmul, dynamic=True)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        traced = tf.function(position_wise_matmul, input_signature=[
+            tf.TensorSpec((None, None, 8)), tf.TensorSpec((8, 5))])
+    else:  # JAX traces with every size known
+        import jax
+
+        traced = jax.jit(position_wise_matmul)
+    product = traced(keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(kernel))
+    np.testing.assert_allclose(to_numpy(product), x @ kernel, atol=1e-5)
+    assert convolutions == []
