@@ -54,8 +54,9 @@ def states_at(sequence, positions):
 
 
 def _on_pytorch_amd_cpu(x):
-    """Eagerly: under `torch.compile` (`jit_compile=True`) inductor failed
-    to lay out the convolution of a training step with symbolic sizes."""
+    """Whether the product runs as a convolution: on PyTorch with an AMD
+    CPU, eagerly. Under `torch.compile` (`jit_compile=True`) inductor
+    failed to lay out the convolution of a training step."""
     if keras.backend.backend() != "torch":
         return False
     import torch

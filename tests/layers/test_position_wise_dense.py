@@ -102,11 +102,11 @@ def test_layer_equals_keras_dense_with_the_same_weights():
     assert_config_roundtrip(ours)
 
 
-def test_a_product_traced_with_symbolic_sizes_is_a_matmul(convolutions):
-    """Traced with sizes known only when run (TensorFlow's graph mode,
-    `torch.compile`), the product is a matmul, which the compilers take
-    at any size: inductor failed on the convolution's layout in a
-    training step."""
+def test_a_compiled_product_is_a_matmul(convolutions):
+    """Compiled (TensorFlow's graph mode with sizes known only when run,
+    `torch.compile` with dynamic sizes, `jax.jit`), the product is a
+    matmul, which every compiler takes at any size: inductor failed on
+    the convolution's layout in a training step."""
     x = np.random.default_rng(4).normal(size=LARGE).astype("float32")
     kernel = np.random.default_rng(5).normal(size=(8, 5)).astype("float32")
     backend = keras.backend.backend()
