@@ -7,7 +7,12 @@ time; mixed_bfloat16 against float32.
 The reference configuration (`REFERENCE`): the `small` preset's sizes
 (d_model 256, 4 heads, d_ff 1024, 3 encoder and 3 decoder layers,
 vocabulary 8000, dropout 0.1), batches of 32 x 64 source and 64 target
-tokens, Adam, label-smoothed cross-entropy.
+tokens, Adam, label-smoothed cross-entropy, on the path Keras takes by
+default (`jit_compile="auto"`: XLA on JAX, graph mode on a CPU-only
+TensorFlow, eager PyTorch; `jit_compile=True` for XLA on TensorFlow).
+keras-hub is trained as its users write it, with Keras's
+`SparseCategoricalCrossentropy(ignore_class=0)`, and again with our loss,
+which compares the models alone.
 Every side trains on the same batches (random tokens, random lengths, so
 about a quarter of each batch is padding) and throughput counts real
 (non-padding) target tokens.
@@ -143,10 +148,17 @@ def keras_hub_model(config):
                         "decoder_token_ids": decoder_ids}, logits)
 
 
-def keras_trainer(model, jit_compile):
-    """A callable that runs one training step per batch; returns the loss."""
+def keras_hub_loss():
+    """The loss a keras-hub user trains a translator with: no label
+    smoothing, padding ignored."""
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+
+
+def keras_trainer(model, jit_compile, loss=None):
+    """A callable that runs one training step per batch; returns the loss.
+    `loss` defaults to ours, label-smoothed (0.1)."""
     model.compile(optimizer=keras.optimizers.Adam(**ADAM),
-                  loss=LabelSmoothedCrossEntropy(0.1), jit_compile=jit_compile)
+                  loss=loss or LabelSmoothedCrossEntropy(0.1), jit_compile=jit_compile)
 
     def run(batches):
         for source, decoder, labels in batches:
@@ -154,13 +166,8 @@ def keras_trainer(model, jit_compile):
                 {"encoder_token_ids": source, "decoder_token_ids": decoder}, labels)
         return np.float32(loss)
 
+    run.model = model
     return run
-
-
-def jit_for_backend():
-    """XLA on TensorFlow and JAX; eager on PyTorch, as `train` runs it
-    (Keras' `jit_compile="auto"` is eager there too)."""
-    return keras.backend.backend() != "torch"
 
 
 def torch_native_trainer(config):
@@ -239,33 +246,41 @@ def matmul_peak(n=2048, repeats=5):
     return 2 * n ** 3 / best
 
 
-def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20):
+def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20,
+        jit_compile="auto"):
     """Every training comparison on the current backend; returns a dict
-    (see `benchmarks.__main__` for the table). With `native_torch`, ours on
-    this backend also runs against `nn.Transformer` in plain PyTorch, in
-    the same process, alternating (PyTorch runs eagerly on the same cores
-    whichever Keras backend is loaded)."""
+    (see `benchmarks.__main__` for the table). `jit_compile` as
+    `model.compile` and `train` take it; "auto" is the package's default
+    path. With `native_torch`, ours on this backend also runs against
+    `nn.Transformer` in plain PyTorch, in the same process, alternating
+    (PyTorch runs eagerly on the same cores whichever Keras backend is
+    loaded)."""
     config = dict(REFERENCE, **(config or {}))
     batches = make_batches(steps, config["batch"], config["length"], config["vocabulary_size"])
     tokens = real_target_tokens(batches)
-    jit = jit_for_backend()
+    jit = resolve_jit_compile(jit_compile)
 
     keras.utils.set_random_seed(0)
-    ours = our_model(config)
-    keras.utils.set_random_seed(0)
-    hub = keras_hub_model(config)
-    ours_step, hub_step = keras_trainer(ours, jit), keras_trainer(hub, jit)
+    ours_step = keras_trainer(our_model(config), jit)
+    hubs = {}
+    for name, loss in (("keras_hub", keras_hub_loss()), ("keras_hub_same_loss", None)):
+        keras.utils.set_random_seed(0)
+        hubs[name] = keras_trainer(keras_hub_model(config), jit, loss)
 
     # First step: trace + compile + one step, minus a steady-state step.
     first = timed(ours_step, batches[:1])
     compile_s = first - timed(ours_step, batches[:1])
 
     result = {"backend": keras.backend.backend(), "config": config, "steps": steps,
-              "target_tokens": tokens, "compile_s": compile_s,
-              "parameters": {"ours": ours.count_params(), "keras_hub": hub.count_params()}}
-    result["ours_vs_keras_hub"] = compare(ours_step, hub_step, batches, rounds)
-    ours_times = result["ours_vs_keras_hub"]["a_times"]
-    result["tokens_per_s"] = {"keras_hub": tokens / result["ours_vs_keras_hub"]["b_s"]}
+              "target_tokens": tokens, "compile_s": compile_s, "jit_compile": jit,
+              "parameters": {"ours": ours_step.model.count_params(),
+                             "keras_hub": hubs["keras_hub"].model.count_params()},
+              "tokens_per_s": {}}
+    ours_times = []
+    for name, hub_step in hubs.items():
+        result[f"ours_vs_{name}"] = compare(ours_step, hub_step, batches, rounds)
+        ours_times += result[f"ours_vs_{name}"]["a_times"]
+        result["tokens_per_s"][name] = tokens / result[f"ours_vs_{name}"]["b_s"]
 
     if native_torch:
         import torch
@@ -278,19 +293,23 @@ def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20):
         result["tokens_per_s"]["torch_native"] = tokens / result["ours_vs_torch_native"]["b_s"]
         result["threads"] = torch.get_num_threads()
 
-    # Ours: the median over every round it ran, in either comparison.
+    # Ours: the median over every round it ran, in any comparison.
     step_s = statistics.median(ours_times) / steps
     result["tokens_per_s"]["ours"] = tokens / (step_s * steps)
     flops = training_flops(**config)
     peak = matmul_peak()
+    # keras-hub's stack does the same matrix products (its learned positions
+    # are a lookup), so the same count gives its utilisation, and 1 / it
+    # bounds how much faster than it a model doing these products can step.
+    hub_step_s = result["ours_vs_keras_hub"]["b_s"] / steps
     result["mfu"] = {"flops_per_step": flops, "step_s": step_s,
                      "achieved_flops": flops / step_s, "matmul_peak_flops": peak,
-                     "utilisation": flops / step_s / peak}
+                     "utilisation": flops / step_s / peak,
+                     "keras_hub_utilisation": flops / hub_step_s / peak}
     if bfloat16_steps:
-        # On Keras's default path: on a CPU-only TensorFlow that is graph mode,
-        # whose oneDNN kernels multiply bfloat16 with AMX where XLA's do not.
-        result["bfloat16"] = mixed_precision(config, bfloat16_steps, rounds,
-                                             resolve_jit_compile("auto"))
+        # On a CPU-only TensorFlow's graph mode, oneDNN's kernels multiply
+        # bfloat16 with AMX (or AVX-512 BF16) where XLA's do not.
+        result["bfloat16"] = mixed_precision(config, bfloat16_steps, rounds, jit)
     return result
 
 

@@ -85,12 +85,25 @@ def test_training_benchmark_runs_on_this_backend():
     assert result["parameters"]["ours"] == sum(training.parameter_counts(16, 32, 1, 50).values())
     assert result["parameters"]["keras_hub"] > result["parameters"]["ours"]  # untied, learned positions
     assert 0 < result["mfu"]["utilisation"] < 1 and result["tokens_per_s"]["ours"] > 0
+    # keras-hub's utilisation: the same FLOPs over its own step.
+    m = result["mfu"]
+    assert m["keras_hub_utilisation"] == pytest.approx(
+        m["flops_per_step"] / result["ours_vs_keras_hub"]["b_s"] / m["matmul_peak_flops"])
+    assert result["ours_vs_keras_hub_same_loss"]["b_s"] > 0
     assert np.isfinite(result["bfloat16"]["bfloat16_loss"])
-    # mixed_bfloat16 on Keras's default path: graph mode on a CPU-only TensorFlow.
-    assert result["bfloat16"]["jit_compile"] == resolve_jit_compile("auto")
+    # Every comparison on Keras's default path: graph mode on a CPU-only TensorFlow.
+    assert result["jit_compile"] == result["bfloat16"]["jit_compile"] == resolve_jit_compile("auto")
     # nn.Transformer adds a final LayerNorm (2 x d_model) to each stack.
     assert result["parameters"]["torch_native"] == result["parameters"]["ours"] + 4 * 16
     assert result["ours_vs_torch_native"]["b_s"] > 0
+
+
+def test_keras_hub_side_trains_with_keras_sparse_cross_entropy():
+    # As a keras-hub user writes it: padding ignored, no label smoothing.
+    labels = np.array([[2, 0]])
+    logits = np.log(np.array([[[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]], "float32"))
+    loss = training.keras_hub_loss()(labels, logits)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loss), -np.log(0.5), rtol=1e-6)
 
 
 def test_gpu_benchmark_counts_flops_tokens_and_utilisation():
@@ -149,7 +162,8 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
                           cwd=os.path.dirname(os.path.dirname(__file__)), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout
-    sides = [("ours", "keras-hub"), ("ours", "torch nn.Transformer"),
+    sides = [("ours", "keras-hub, Keras's sparse cross-entropy"), ("ours", "keras-hub, our loss"),
+             ("ours", "torch nn.Transformer"),
              ("float32", "mixed_bfloat16"), ("cached", "uncached"),
              ("ours", "keras-hub BeamSampler, our model"),
              ("ours", "keras-hub BART \\+ BeamSampler"), ("tf.data", "in memory"),
@@ -158,8 +172,8 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     for a, b in sides:  # | what | A 0.123 s | B 0.456 s | 1.23x (1.10-1.30) |
         row = rf"\| {a} [\d.]+ s \| {b} [\d.]+ s \| [\d.]+x \([\d.]+-[\d.]+\) \|"
         assert re.search(row, text), (a, b)
-    for note in ("tokens/s", "FLOPs utilisation", "compile time", "padding efficiency",
-                 "mixed_bfloat16 (eager)"):
+    for note in ("tokens/s", "FLOPs utilisation", "keras-hub's", "compile time",
+                 "padding efficiency", "mixed_bfloat16 (eager)", "training (eager)"):
         assert note in text
     # Two tables: the translator's suites, then the language models'.
     written = readme.read_text()
