@@ -103,7 +103,8 @@ def table(results):
                      f"{e['fixed']:.1%}")
     if "language_models" in results:
         r = results["language_models"]
-        what = f"training, {r['steps']} steps of {r['batch']} x {r['length']}"
+        what = (f"training ({_path(backend, r['jit_compile'])}), {r['steps']} steps of "
+                f"{r['batch']} x {r['length']}")
         lines.append(_row(f"CausalLM {what}", "ours", "keras-hub GPT2CausalLM",
                           r["causal_lm"]))
         lines.append(_row(f"MaskedLM {what}", "ours", "keras-hub BertMaskedLM",
@@ -137,8 +138,9 @@ def main(argv=None):
     parser.add_argument("suites", nargs="*", help=f"any of {', '.join(SUITES)} (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="a tiny configuration, for tests")
-    parser.add_argument("--jit-compile", default="auto", type=_value_parser(Literal["auto"] | bool),
-                        help='the training suite\'s path, as `model.compile` takes it: "auto" '
+    parser.add_argument("--jit-compile", default="auto",
+                        type=_value_parser(Literal["auto"] | bool),
+                        help='the training suites\' path, as `model.compile` takes it: "auto" '
                              "(the default path: graph mode on a CPU-only TensorFlow), true "
                              "(XLA) or false")
     parser.add_argument("--readme", help="write the table into this Markdown file (docs/RESULTS.md)")
@@ -153,7 +155,7 @@ def main(argv=None):
         for suite in args.suites or SUITES:
             module = importlib.import_module(f"benchmarks.{suite}")
             options = dict(SMALL[suite] if args.small else {})
-            if suite == "training":
+            if suite in ("training", "language_models"):
                 options["jit_compile"] = args.jit_compile
             results[suite] = module.run(rounds=args.rounds, **options)
     # The translator's suites and the language models' have a table each.

@@ -13,7 +13,9 @@
 The reference sizes are the `gpt_mini` / `bert_mini` presets' (4 layers,
 d_model 128 / 256); batches of 16 x 128 tokens. The models are sized
 alike but not equal: ours are post-norm GPT (keras-hub's GPT-2 is pre-norm
-with a final LayerNorm), which costs the same FLOPs.
+with a final LayerNorm), which costs the same FLOPs. Training runs on the
+path Keras and `train-lm` take by default (`jit_compile="auto"`: graph mode
+on a CPU-only TensorFlow), or as `jit_compile` says.
 """
 
 import keras
@@ -21,6 +23,7 @@ import numpy as np
 
 import keras_transformer as kt
 from keras_transformer.models import CAUSAL_LM_PRESETS, ENCODER_PRESETS
+from keras_transformer.training.runs import resolve_jit_compile
 
 from benchmarks.timing import compare
 
@@ -42,13 +45,13 @@ def _token_batches(count, batch, length, vocabulary_size, seed=0):
     return np.where(np.arange(length) < lengths, ids, 0).astype("int32")
 
 
-def _compile(model):
+def _compile(model, jit_compile):
     ours = isinstance(model, (kt.CausalLM, kt.MaskedLM))
     model.compile(
         optimizer=keras.optimizers.Adam(**ADAM),
         loss=kt.LabelSmoothedCrossEntropy(0.0) if ours else
         keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
-        jit_compile=keras.backend.backend() != "torch",
+        jit_compile=jit_compile,
     )
     return model
 
@@ -76,11 +79,12 @@ def _gpt2(sizes):
     return keras_hub.models.GPT2Backbone(**_hub_sizes(sizes))
 
 
-def causal_lm_training(sizes, batches, rounds):
+def causal_lm_training(sizes, batches, rounds, jit_compile):
     import keras_hub
 
-    ours = _compile(kt.CausalLM(**sizes))
-    theirs = _compile(keras_hub.models.GPT2CausalLM(_gpt2(sizes), preprocessor=None))
+    ours = _compile(kt.CausalLM(**sizes), jit_compile)
+    theirs = _compile(keras_hub.models.GPT2CausalLM(_gpt2(sizes), preprocessor=None),
+                      jit_compile)
 
     def our_inputs(ids):  # predict token t + 1 from tokens <= t
         return {"token_ids": ids[:, :-1]}, ids[:, 1:]
@@ -93,12 +97,12 @@ def causal_lm_training(sizes, batches, rounds):
     return timing, [ours.count_params(), theirs.count_params()]
 
 
-def masked_lm_training(sizes, batches, rounds, seed=0):
+def masked_lm_training(sizes, batches, rounds, jit_compile, seed=0):
     import keras_hub
 
-    ours = _compile(kt.MaskedLM(kt.BidirectionalEncoder(**sizes)))
+    ours = _compile(kt.MaskedLM(kt.BidirectionalEncoder(**sizes)), jit_compile)
     backbone = keras_hub.models.BertBackbone(**_hub_sizes(sizes))
-    theirs = _compile(keras_hub.models.BertMaskedLM(backbone, preprocessor=None))
+    theirs = _compile(keras_hub.models.BertMaskedLM(backbone, preprocessor=None), jit_compile)
     # 15% of the positions, inside every row's real tokens, the same for
     # both sides and every batch (the masking itself is not timed).
     batch, length = batches.shape[1:]
@@ -140,18 +144,20 @@ def generation(sizes, batch, prompt_length, max_length, rounds):
 
 
 def run(rounds=3, steps=5, batch=16, length=128, generate_batch=8, prompt_length=16,
-        max_length=128, lm_preset="gpt_mini", encoder_preset="bert_mini", **overrides):
+        max_length=128, lm_preset="gpt_mini", encoder_preset="bert_mini", jit_compile="auto",
+        **overrides):
     """Both training comparisons and the generation one; see the module
     docstring. Returns the `compare` results and parameter counts."""
+    jit = resolve_jit_compile(jit_compile)
     gpt = _sizes(CAUSAL_LM_PRESETS, lm_preset, **overrides)
     bert = _sizes(ENCODER_PRESETS, encoder_preset, **overrides)
-    results = {"batch": batch, "length": length, "steps": steps,
+    results = {"batch": batch, "length": length, "steps": steps, "jit_compile": jit,
                "generate_batch": generate_batch, "generate_length": max_length}
     batches = _token_batches(steps, batch, length, gpt["vocabulary_size"])
     results["causal_lm"], results["causal_lm_parameters"] = causal_lm_training(
-        gpt, batches, rounds)
+        gpt, batches, rounds, jit)
     batches = _token_batches(steps, batch, length, bert["vocabulary_size"], seed=1)
     results["masked_lm"], results["masked_lm_parameters"] = masked_lm_training(
-        bert, batches, rounds)
+        bert, batches, rounds, jit)
     results["generate"] = generation(gpt, generate_batch, prompt_length, max_length, rounds)
     return results

@@ -143,6 +143,7 @@ def test_language_model_benchmark_runs_on_this_backend():
     assert theirs == ours + 2 * 64  # GPT-2's final LayerNorm; post-norm GPT has none
     ours, theirs = result["masked_lm_parameters"]
     assert ours == theirs  # BERT's layout, weight for weight
+    assert result["jit_compile"] == resolve_jit_compile("auto")  # Keras's default path
     for key in ("causal_lm", "masked_lm", "generate"):
         c = result[key]
         assert c["a_s"] > 0 and c["b_s"] > 0
