@@ -26,6 +26,7 @@ from keras_transformer.models import CAUSAL_LM_PRESETS, ENCODER_PRESETS
 from keras_transformer.training.runs import resolve_jit_compile
 
 from benchmarks.timing import compare
+from benchmarks.training import keras_hub_loss
 
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
@@ -49,8 +50,7 @@ def _compile(model, jit_compile):
     ours = isinstance(model, (kt.CausalLM, kt.MaskedLM))
     model.compile(
         optimizer=keras.optimizers.Adam(**ADAM),
-        loss=kt.LabelSmoothedCrossEntropy(0.0) if ours else
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+        loss=kt.LabelSmoothedCrossEntropy(0.0) if ours else keras_hub_loss(),
         jit_compile=jit_compile,
     )
     return model

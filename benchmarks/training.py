@@ -149,7 +149,7 @@ def keras_hub_model(config):
 
 
 def keras_hub_loss():
-    """The loss a keras-hub user trains a translator with: no label
+    """The loss keras-hub's users train its models with: no label
     smoothing, padding ignored."""
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
 
