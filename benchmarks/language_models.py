@@ -26,9 +26,7 @@ from keras_transformer.models import CAUSAL_LM_PRESETS, ENCODER_PRESETS
 from keras_transformer.training.runs import resolve_jit_compile
 
 from benchmarks.timing import compare
-from benchmarks.training import keras_hub_loss
-
-ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+from benchmarks.training import ADAM, keras_hub_loss
 
 
 def _sizes(presets, name, **overrides):
