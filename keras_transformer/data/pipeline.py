@@ -68,7 +68,7 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
 
     Returns:
         A batched, prefetched `tf.data.Dataset`, with tf.data's model-based
-        autotuning off (see `_without_autotuning`).
+        autotuning off (see `without_autotuning`).
     """
     _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple)
     ids = _token_ids(pairs, tokenizer)
@@ -193,7 +193,7 @@ def _batched(ordered, tokens_per_batch, max_length, long_pairs, shuffle, seed, r
             dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=not repeat)
         return dataset
 
-    return _without_autotuning(epoch_stream(batches, first_epoch) if repeat else batches(None))
+    return without_autotuning(epoch_stream(batches, first_epoch) if repeat else batches(None))
 
 
 def epoch_stream(batches, first_epoch=0):
@@ -340,13 +340,13 @@ def _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple):
     )
 
 
-def _without_autotuning(dataset):
+def without_autotuning(dataset):
     """Prefetched, with tf.data's model-based autotuning off: deleting an
     iterator waits for the autotuner's next wake-up (up to 60 s apart), and
     Keras deletes each epoch's iterator on JAX and PyTorch, which held up
-    the end of every epoch (docs/RESULTS.md). AUTOTUNE then means one thread
-    per core (at most 16) for the maps and a prefetch buffer that grows on
-    demand."""
+    the end of every epoch, and each `fit`'s on every backend
+    (docs/RESULTS.md). AUTOTUNE then means one thread per core (at most
+    16) for the maps and a prefetch buffer that grows on demand."""
     import tensorflow as tf
 
     options = tf.data.Options()
@@ -468,4 +468,4 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
         )
         return dataset.shuffle(64, seed=seed) if shuffle else dataset
 
-    return _without_autotuning(shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch))
+    return without_autotuning(shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch))

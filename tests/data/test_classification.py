@@ -49,7 +49,8 @@ def test_classification_batches_keep_every_row_and_pad_to_a_bucket():
         (tuple(ids[ids > 0]), tuple(seg[ids > 0]), label)
         for ids, seg, label in zip(packed["token_ids"], packed["segment_ids"], labels))
     seen = collections.Counter()
-    for inputs, batch_labels in classification_dataset(packed, labels, batch_size=16, seed=1):
+    dataset = classification_dataset(packed, labels, batch_size=16, seed=1)
+    for inputs, batch_labels in dataset:
         ids, segments = inputs["token_ids"].numpy(), inputs["segment_ids"].numpy()
         assert ids.shape == segments.shape and ids.shape[0] <= 16
         lengths = np.count_nonzero(ids, axis=1)
@@ -58,6 +59,8 @@ def test_classification_batches_keep_every_row_and_pad_to_a_bucket():
             seen[(tuple(row[row > 0]), tuple(segment[row > 0]), int(label))] += 1
             assert not segment[row == 0].any()
     assert seen == expected
+    # No autotuner: deleting an exhausted iterator waited for its wake-up.
+    assert dataset.options().autotune.enabled is False
 
 
 def test_classification_dataset_needs_a_label_per_row():

@@ -70,6 +70,13 @@ def test_the_same_seed_gives_the_same_batches():
     assert any(a[0].shape != b[0].shape or (a[0] != b[0]).any() for a, b in zip(first, other))
 
 
+def test_the_autotuner_is_off():
+    # Deleting an exhausted iterator waits for the autotuner's next wake-up
+    # (seconds at the end of each validation pass and `fit`; test_pipeline).
+    dataset = masked_lm_dataset(corpus(10), MASK, VOCABULARY)
+    assert dataset.options().autotune.enabled is False
+
+
 def test_the_loss_reads_the_masked_positions_only():
     import keras
 
