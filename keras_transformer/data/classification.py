@@ -6,7 +6,7 @@ import random
 import numpy as np
 
 from keras_transformer.checks import check_positive_int
-from keras_transformer.data.pipeline import shuffled_epochs, without_autotuning
+from keras_transformer.data.pipeline import shuffled_epochs
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -109,4 +109,4 @@ def classification_dataset(packed, labels, batch_size=32, shuffle=True, seed=0,
             pad_to_bucket_boundary=True,
         )
 
-    return without_autotuning(shuffled_epochs(len(labels), batches, shuffle, seed, first_epoch))
+    return shuffled_epochs(len(labels), batches, shuffle, seed, first_epoch)

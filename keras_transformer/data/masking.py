@@ -20,7 +20,7 @@ dynamic masking.
 import math
 
 from keras_transformer.checks import check_positive_int, check_rate
-from keras_transformer.data.pipeline import ragged_rows, shuffled_epochs, without_autotuning
+from keras_transformer.data.pipeline import ragged_rows, shuffled_epochs
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES
 
 # Token ids below this are the special pieces; the rest are ordinary.
@@ -149,5 +149,5 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
             padding_values=PAD_ID, pad_to_bucket_boundary=True,
         ).enumerate().map(masked)
 
-    return without_autotuning(shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch))
+    return shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch)
 

@@ -220,7 +220,8 @@ def shuffled_epochs(count, batches, shuffle, seed, first_epoch=None):
       number alone: a run resumed at epoch E sees the batches the
       uninterrupted run saw.
 
-    `epoch` is a scalar int64 tensor (0 unless streaming).
+    `epoch` is a scalar int64 tensor (0 unless streaming). The result is
+    prefetched with tf.data's autotuner off (`without_autotuning`).
     """
     import tensorflow as tf
 
@@ -228,14 +229,14 @@ def shuffled_epochs(count, batches, shuffle, seed, first_epoch=None):
     if not shuffle or first_epoch is None:
         if shuffle:
             indices = indices.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        return batches(indices, tf.constant(0, tf.int64))
+        return without_autotuning(batches(indices, tf.constant(0, tf.int64)))
 
     def epoch_batches(epoch):
         order = tf.random.experimental.stateless_shuffle(
             tf.range(count, dtype=tf.int64), tf.stack([tf.constant(seed, tf.int64), epoch]))
         return batches(tf.data.Dataset.from_tensor_slices(order), epoch)
 
-    return epoch_stream(epoch_batches, first_epoch)
+    return without_autotuning(epoch_stream(epoch_batches, first_epoch))
 
 
 def ragged_rows(rows):
@@ -468,4 +469,4 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
         )
         return dataset.shuffle(64, seed=seed) if shuffle else dataset
 
-    return without_autotuning(shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch))
+    return shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch)

@@ -8,6 +8,7 @@ from keras_transformer.data.pipeline import (
     causal_lm_dataset,
     make_dataset,
     padding_efficiency,
+    shuffled_epochs,
 )
 from keras_transformer.data.tokenizer import (
     BOS_ID,
@@ -209,6 +210,33 @@ def test_causal_lm_batches_shift_each_row_by_one(static_shapes):
         assert ids.shape[1] == min(b for b in boundaries if b >= longest)
     # Every row exactly once an epoch, cut to max_length - 1 of its own ids.
     assert sorted(seen) == sorted(tuple(r[:63]) for r in rows)
+
+
+def test_shuffled_epochs_orders_and_streams_without_the_autotuner():
+    def batches(indices, epoch):  # (index, epoch) pairs, 4 to a batch
+        return indices.map(lambda i: (i, epoch)).batch(4)
+
+    def read(dataset, count=None):
+        pairs = [(int(i), int(e)) for b in dataset.take(count or -1) for i, e in zip(*b)]
+        return [i for i, _ in pairs], [e for _, e in pairs]
+
+    in_order = shuffled_epochs(10, batches, shuffle=False, seed=0)
+    assert read(in_order) == (list(range(10)), [0] * 10)
+    reshuffled = shuffled_epochs(10, batches, shuffle=True, seed=0)
+    first, second = read(reshuffled)[0], read(reshuffled)[0]
+    assert sorted(first) == sorted(second) == list(range(10)) and first != second
+    # A stream: 3 batches an epoch; the run resumed at epoch 3 sees what the
+    # one started at epoch 2 saw from its fourth batch on.
+    indices, epochs = read(shuffled_epochs(10, batches, True, seed=5, first_epoch=2), 9)
+    assert epochs == [2] * 10 + [3] * 10 + [4] * 10
+    for e in range(3):
+        assert sorted(indices[10 * e:10 * e + 10]) == list(range(10))
+    assert indices[:10] != indices[10:20]
+    resumed = read(shuffled_epochs(10, batches, True, seed=5, first_epoch=3), 6)
+    assert resumed == (indices[10:], epochs[10:])
+    # Deleting an exhausted iterator waits for the autotuner's next wake-up.
+    for dataset in (in_order, reshuffled, shuffled_epochs(10, batches, True, 5, 2)):
+        assert dataset.options().autotune.enabled is False
 
 
 def test_causal_lm_dataset_refuses_bad_arguments():
