@@ -80,7 +80,7 @@ def table(results):
             f"keras-hub's {m['keras_hub_utilisation']:.1%}",
             f"- first-step compile time (ours): {r['compile_s']:.1f} s",
             f"- mixed_bfloat16 ({_path(r['backend'], b['jit_compile'])}): "
-            f"{b['speedup']:.2f}x the float32 speed; loss after "
+            f"{b['speedup']:.2f}x the float32 speed; mean loss over "
             f"the same steps {b['bfloat16_loss']:.3f} vs {b['float32_loss']:.3f} (float32)",
         ]
     if "decoding" in results:

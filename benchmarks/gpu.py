@@ -63,23 +63,24 @@ def matmul_peak(dtype, n=8192, repeats=10):
 
 def training_step(config, policy, steps, rounds, peak):
     """Our model at `config`'s sizes in the dtype `policy`, trained on
-    `steps` batches per round after a compiling one; returns the median
-    step time, real target tokens a second, FLOP/s, utilisation of `peak`
-    and the loss after the timed steps."""
-    batches = make_batches(steps, config["batch"], config["length"], config["vocabulary_size"])
+    `steps` timed batches per round in one `fit` call (after its untimed
+    first step, `fit_steps`) once a first call has compiled; returns the
+    median step time, real target tokens a second, FLOP/s, utilisation of
+    `peak` and the mean loss of the last round."""
+    batches = make_batches(steps + 1, config["batch"], config["length"],
+                           config["vocabulary_size"])
     keras.utils.set_random_seed(0)
     model = our_model(config, dtype=policy)
     step = keras_trainer(model, jit_compile=keras.backend.backend() != "torch")
     step(batches[:1])  # compile
     times = []
     for _ in range(rounds):
-        start = time.perf_counter()
-        loss = step(batches)  # waits for the last step's loss
-        times.append((time.perf_counter() - start) / steps)
+        seconds, loss = step(batches)
+        times.append(seconds / steps)
     step_s = statistics.median(times)
     flops = training_flops(**config)
     return {"step_s": step_s, "step_s_min": min(times), "step_s_max": max(times),
-            "tokens_per_s": real_target_tokens(batches) / steps / step_s,
+            "tokens_per_s": real_target_tokens(batches[1:]) / steps / step_s,
             "flops_per_step": flops, "achieved_flops": flops / step_s,
             "peak_flops": peak, "utilisation": flops / step_s / peak, "loss": float(loss),
             "parameters": model.count_params()}

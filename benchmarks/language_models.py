@@ -5,7 +5,8 @@
   same sizes, optimizer and batches, each with the loss its package trains
   with: ours `LabelSmoothedCrossEntropy(0)` (as `train-lm` and
   `pretrain-mlm` compile it), keras-hub's Keras'
-  `SparseCategoricalCrossentropy` (padding ignored).
+  `SparseCategoricalCrossentropy` (padding ignored); the steps are timed
+  inside `fit` (`benchmarks.timing.fit_steps`).
 - Generation: `CausalLM.generate` against `GPT2CausalLM.generate`, the same
   greedy sampler, prompts and output length, no stop token, so both run
   every step.
@@ -25,7 +26,7 @@ import keras_transformer as kt
 from keras_transformer.models import CAUSAL_LM_PRESETS, ENCODER_PRESETS
 from keras_transformer.training.runs import resolve_jit_compile
 
-from benchmarks.timing import compare
+from benchmarks.timing import compare, fit_steps
 from benchmarks.training import ADAM, keras_hub_loss
 
 
@@ -55,13 +56,9 @@ def _compile(model, jit_compile):
 
 
 def _trainer(model, inputs_of):
-    def run(batches):
-        for ids in batches:
-            inputs, labels = inputs_of(ids)
-            loss = model.train_on_batch(inputs, labels)
-        return np.float32(loss)
-
-    return run
+    """Trains on the token batches in one `fit` call; `(seconds, loss)` as
+    `fit_steps`."""
+    return lambda batches: fit_steps(model, [inputs_of(ids) for ids in batches])
 
 
 def _hub_sizes(sizes):
@@ -91,7 +88,7 @@ def causal_lm_training(sizes, batches, rounds, jit_compile):
         return {"token_ids": ids[:, :-1], "padding_mask": ids[:, :-1] != 0}, ids[:, 1:]
 
     timing = compare(_trainer(ours, our_inputs), _trainer(theirs, their_inputs), batches,
-                     rounds)
+                     rounds, self_timed=True)
     return timing, [ours.count_params(), theirs.count_params()]
 
 
@@ -116,7 +113,8 @@ def masked_lm_training(sizes, batches, rounds, jit_compile, seed=0):
         return inputs, np.take_along_axis(ids, positions, 1)
 
     timing = compare(_trainer(ours, lambda ids: inputs_of(ids, False)),
-                     _trainer(theirs, lambda ids: inputs_of(ids, True)), batches, rounds)
+                     _trainer(theirs, lambda ids: inputs_of(ids, True)), batches, rounds,
+                     self_timed=True)
     return timing, [ours.count_params(), theirs.count_params()]
 
 
@@ -151,10 +149,11 @@ def run(rounds=3, steps=5, batch=16, length=128, generate_batch=8, prompt_length
     bert = _sizes(ENCODER_PRESETS, encoder_preset, **overrides)
     results = {"batch": batch, "length": length, "steps": steps, "jit_compile": jit,
                "generate_batch": generate_batch, "generate_length": max_length}
-    batches = _token_batches(steps, batch, length, gpt["vocabulary_size"])
+    # `steps` timed steps inside one `fit` call, after an untimed first.
+    batches = _token_batches(steps + 1, batch, length, gpt["vocabulary_size"])
     results["causal_lm"], results["causal_lm_parameters"] = causal_lm_training(
         gpt, batches, rounds, jit)
-    batches = _token_batches(steps, batch, length, bert["vocabulary_size"], seed=1)
+    batches = _token_batches(steps + 1, batch, length, bert["vocabulary_size"], seed=1)
     results["masked_lm"], results["masked_lm_parameters"] = masked_lm_training(
         bert, batches, rounds, jit)
     results["generate"] = generation(gpt, generate_batch, prompt_length, max_length, rounds)

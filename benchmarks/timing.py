@@ -1,10 +1,12 @@
 """Side-by-side timing: both sides in one process, alternating, after a
-warm-up (compile) call each; the median ratio with its min and max."""
+warm-up (compile) call each; the median ratio with its min and max. Training
+steps are timed inside `fit`, the path `train` and a Keras user take."""
 
 import statistics
 import time
 
 import keras
+import numpy as np
 
 
 def compiled(fn):
@@ -31,17 +33,48 @@ def timed(fn, *args):
     return time.perf_counter() - start
 
 
-def compare(a, b, data, rounds):
+class _StepEnds(keras.callbacks.Callback):
+    """When each training step of a `fit` call ends. Keras hands a callback
+    that is not async-safe the step's logs as Python numbers, so it first
+    waits for the step's computation."""
+
+    def on_train_begin(self, logs=None):
+        self.times, self.loss = [], None
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.times.append(time.perf_counter())
+        self.loss = logs["loss"]
+
+
+def fit_steps(model, batches):
+    """Trains the compiled `model` on the `(inputs, labels)` batches, all
+    of one shape, in one `fit` call, from a tf.data pipeline with the
+    autotuner off, as `train` does. Returns `(seconds, loss)`: from the end
+    of the first step to the end of the last (so neither `fit`'s setup nor
+    the pipeline's start is timed), and the mean loss over the steps."""
+    import tensorflow as tf
+
+    from keras_transformer.data.pipeline import without_autotuning
+
+    stacked = keras.tree.map_structure(lambda *rows: np.stack(rows), *batches)
+    dataset = without_autotuning(tf.data.Dataset.from_tensor_slices(stacked))
+    step_ends = _StepEnds()
+    model.fit(dataset, epochs=1, verbose=0, callbacks=[step_ends])
+    return step_ends.times[-1] - step_ends.times[0], np.float32(step_ends.loss)
+
+
+def compare(a, b, data, rounds, self_timed=False):
     """Times `a(data)` and `b(data)`, alternating, after one warm-up call
     each; returns their median seconds, the ratio b / a (median, min,
-    max) and every time."""
+    max) and every time. With `self_timed`, each call returns
+    `(seconds, ...)`, having timed its own work (as `fit_steps`)."""
     # Compile, and wait: JAX returns before it computes, so an unawaited
     # warm-up of `b` would run inside the first timing of `a`.
     timed(a, data), timed(b, data)
     times = {"a": [], "b": []}
     for _ in range(rounds):
-        times["a"].append(timed(a, data))
-        times["b"].append(timed(b, data))
+        for side, fn in (("a", a), ("b", b)):
+            times[side].append(fn(data)[0] if self_timed else timed(fn, data))
     ratios = [tb / ta for ta, tb in zip(times["a"], times["b"])]
     return {
         "a_s": statistics.median(times["a"]), "b_s": statistics.median(times["b"]),

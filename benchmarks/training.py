@@ -15,7 +15,8 @@ keras-hub is trained as its users write it, with Keras's
 which compares the models alone.
 Every side trains on the same batches (random tokens, random lengths, so
 about a quarter of each batch is padding) and throughput counts real
-(non-padding) target tokens.
+(non-padding) target tokens. Keras models are timed inside `fit`, from a
+tf.data pipeline, as `train` trains (`benchmarks.timing.fit_steps`).
 
 Parameter counts differ by design and are printed: ours shares one
 embedding between source, target and the output projection (section 3.4)
@@ -27,6 +28,7 @@ stack. The output projection costs the same FLOPs either way.
 
 import math
 import statistics
+import time
 
 import keras
 import numpy as np
@@ -36,7 +38,7 @@ from keras_transformer.layers.position_wise_dense import position_wise_matmul
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.runs import resolve_jit_compile
 
-from benchmarks.timing import compare, compiled, timed
+from benchmarks.timing import compare, compiled, fit_steps, timed
 
 SIZES = ("d_model", "num_heads", "d_ff", "num_layers", "vocabulary_size",
          "dropout_rate")
@@ -155,16 +157,15 @@ def keras_hub_loss():
 
 
 def keras_trainer(model, jit_compile, loss=None):
-    """A callable that runs one training step per batch; returns the loss.
-    `loss` defaults to ours, label-smoothed (0.1)."""
+    """A callable that trains `model` on a list of batches in one `fit`
+    call and returns `(seconds, loss)` (`fit_steps`). `loss` defaults to
+    ours, label-smoothed (0.1)."""
     model.compile(optimizer=keras.optimizers.Adam(**ADAM),
                   loss=loss or LabelSmoothedCrossEntropy(0.1), jit_compile=jit_compile)
 
     def run(batches):
-        for source, decoder, labels in batches:
-            loss = model.train_on_batch(
-                {"encoder_token_ids": source, "decoder_token_ids": decoder}, labels)
-        return np.float32(loss)
+        return fit_steps(model, [({"encoder_token_ids": source, "decoder_token_ids": decoder},
+                                  labels) for source, decoder, labels in batches])
 
     run.model = model
     return run
@@ -175,7 +176,9 @@ def torch_native_trainer(config):
     PyTorch: shared scaled embedding + sinusoidal positions + dropout,
     `nn.Transformer` (post-norm), tied output projection, the same
     label-smoothed loss (`F.cross_entropy(label_smoothing=0.1,
-    ignore_index=0)`) and Adam. Threads as Keras' PyTorch backend uses."""
+    ignore_index=0)`) and Adam. Threads as Keras' PyTorch backend uses.
+    Returns `(seconds, loss)` as `keras_trainer`: from the end of the first
+    step to the end of the last, and the last step's loss."""
     import torch
 
     d, length = config["d_model"], config["length"]
@@ -212,6 +215,7 @@ def torch_native_trainer(config):
                                  betas=(ADAM["beta_1"], ADAM["beta_2"]), eps=ADAM["epsilon"])
 
     def run(batches):
+        step_ends = []
         for source, decoder, labels in batches:
             source, decoder, labels = (torch.from_numpy(x) for x in (source, decoder, labels))
             logits = model(source.long(), decoder.long())
@@ -221,7 +225,8 @@ def torch_native_trainer(config):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-        return loss.detach().numpy()
+            step_ends.append(time.perf_counter())  # eager on a CPU: the step is done
+        return step_ends[-1] - step_ends[0], loss.detach().numpy()
 
     run.parameters = sum(p.numel() for p in model.parameters())
     return run
@@ -246,7 +251,7 @@ def matmul_peak(n=2048, repeats=5):
     return 2 * n ** 3 / best
 
 
-def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20,
+def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
         jit_compile="auto"):
     """Every training comparison on the current backend; returns a dict
     (see `benchmarks.__main__` for the table). `jit_compile` as
@@ -254,10 +259,12 @@ def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20,
     path. With `native_torch`, ours on this backend also runs against
     `nn.Transformer` in plain PyTorch, in the same process, alternating
     (PyTorch runs eagerly on the same cores whichever Keras backend is
-    loaded)."""
+    loaded). Each round times `steps` steps inside one `fit` call, after
+    a first, untimed one (`fit_steps`)."""
     config = dict(REFERENCE, **(config or {}))
-    batches = make_batches(steps, config["batch"], config["length"], config["vocabulary_size"])
-    tokens = real_target_tokens(batches)
+    batches = make_batches(steps + 1, config["batch"], config["length"],
+                           config["vocabulary_size"])
+    tokens = real_target_tokens(batches[1:])
     jit = resolve_jit_compile(jit_compile)
 
     keras.utils.set_random_seed(0)
@@ -267,7 +274,7 @@ def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20,
         keras.utils.set_random_seed(0)
         hubs[name] = keras_trainer(keras_hub_model(config), jit, loss)
 
-    # First step: trace + compile + one step, minus a steady-state step.
+    # First step: trace + compile + a one-step `fit`, minus a warm one.
     first = timed(ours_step, batches[:1])
     compile_s = first - timed(ours_step, batches[:1])
 
@@ -278,7 +285,8 @@ def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20,
               "tokens_per_s": {}}
     ours_times = []
     for name, hub_step in hubs.items():
-        result[f"ours_vs_{name}"] = compare(ours_step, hub_step, batches, rounds)
+        result[f"ours_vs_{name}"] = compare(ours_step, hub_step, batches, rounds,
+                                            self_timed=True)
         ours_times += result[f"ours_vs_{name}"]["a_times"]
         result["tokens_per_s"][name] = tokens / result[f"ours_vs_{name}"]["b_s"]
 
@@ -288,7 +296,8 @@ def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20,
         torch.manual_seed(0)
         native = torch_native_trainer(config)
         result["parameters"]["torch_native"] = native.parameters
-        result["ours_vs_torch_native"] = compare(ours_step, native, batches, rounds)
+        result["ours_vs_torch_native"] = compare(ours_step, native, batches, rounds,
+                                                 self_timed=True)
         ours_times += result["ours_vs_torch_native"]["a_times"]
         result["tokens_per_s"]["torch_native"] = tokens / result["ours_vs_torch_native"]["b_s"]
         result["threads"] = torch.get_num_threads()
@@ -314,8 +323,9 @@ def run(config=None, steps=5, rounds=3, native_torch=True, bfloat16_steps=20,
 
 
 def mixed_precision(config, steps, rounds, jit):
-    """Our model in mixed_bfloat16 against float32: step time, and the loss
-    after `steps` steps on the same batches from the same initial weights."""
+    """Our model in mixed_bfloat16 against float32: step time (4 steps a
+    round), and the mean loss of `steps` steps on the same batches from the
+    same initial weights."""
     batches = make_batches(steps, config["batch"], config["length"],
                            config["vocabulary_size"], seed=1)
     trainers, losses = {}, {}
@@ -323,8 +333,9 @@ def mixed_precision(config, steps, rounds, jit):
         keras.utils.set_random_seed(0)
         trainers[policy] = keras_trainer(our_model(config, dtype=policy), jit)
     for policy, trainer in trainers.items():
-        losses[policy] = float(trainer(batches))  # also the warm-up
-    timing = compare(trainers["float32"], trainers["mixed_bfloat16"], batches[:2], rounds)
+        losses[policy] = float(trainer(batches)[1])  # also the warm-up
+    timing = compare(trainers["float32"], trainers["mixed_bfloat16"], batches[:5], rounds,
+                     self_timed=True)
     return {"float32_loss": losses["float32"], "bfloat16_loss": losses["mixed_bfloat16"],
             "speedup": 1.0 / timing["ratio_median"], "timing": timing, "jit_compile": jit}
 

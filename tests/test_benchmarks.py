@@ -42,6 +42,29 @@ def test_compare_waits_for_each_warm_up_before_timing(monkeypatch):
     assert len(events) == 12 and len(result["a_times"]) == 2
 
 
+def test_compare_takes_the_seconds_self_timed_sides_report():
+    seconds = {"a": iter([9.0, 1.0, 2.0]), "b": iter([9.0, 3.0, 8.0])}
+    result = timing.compare(lambda _: (next(seconds["a"]), 0.0),
+                            lambda _: (next(seconds["b"]), 0.0), None, 2, self_timed=True)
+    assert result["a_times"] == [1.0, 2.0] and result["b_times"] == [3.0, 8.0]
+    assert (result["ratio_min"], result["ratio_max"]) == (3.0, 4.0)
+
+
+def test_fit_steps_times_every_step_after_the_first_and_averages_the_loss():
+    # A frozen linear model (learning rate 0): the mean squared error of
+    # each batch is known, and `fit` reports their mean.
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
+    model.layers[0].set_weights([np.array([[1.0], [2.0]], "float32")])
+    model.compile(keras.optimizers.SGD(0.0), "mse")
+    rng = np.random.default_rng(0)
+    batches = [(rng.normal(size=(4, 2)).astype("float32"),
+                rng.normal(size=(4, 1)).astype("float32")) for _ in range(3)]
+    seconds, loss = timing.fit_steps(model, batches)
+    expected = np.mean([np.mean((x @ [[1.0], [2.0]] - y) ** 2) for x, y in batches])
+    assert loss == pytest.approx(expected, rel=1e-5) and seconds > 0
+    assert timing.fit_steps(model, batches[:1])[0] == 0  # one step: nothing timed
+
+
 @pytest.mark.parametrize("preset", ["tiny", "base", "big"])
 def test_parameter_formula_matches_count_params(preset):
     config = PRESETS[preset]["config"]
@@ -81,7 +104,7 @@ def test_padding_baselines_by_hand():
 def test_training_benchmark_runs_on_this_backend():
     result = training.run(dict(d_model=16, num_heads=2, d_ff=32, num_layers=1,
                                vocabulary_size=50, batch=2, length=6),
-                          steps=1, rounds=1, bfloat16_steps=1)
+                          steps=1, rounds=1, bfloat16_steps=2)
     assert result["parameters"]["ours"] == sum(training.parameter_counts(16, 32, 1, 50).values())
     assert result["parameters"]["keras_hub"] > result["parameters"]["ours"]  # untied, learned positions
     assert 0 < result["mfu"]["utilisation"] < 1 and result["tokens_per_s"]["ours"] > 0
@@ -111,8 +134,8 @@ def test_gpu_benchmark_counts_flops_tokens_and_utilisation():
 
     result = gpu.run(rounds=1, **gpu.SMALL)
     config, steps = result["config"], gpu.SMALL["steps"]
-    tokens = training.real_target_tokens(training.make_batches(
-        steps, config["batch"], config["length"], config["vocabulary_size"]))
+    tokens = training.real_target_tokens(training.make_batches(  # the first is untimed
+        steps + 1, config["batch"], config["length"], config["vocabulary_size"])[1:])
     weights = sum(training.parameter_counts(config["d_model"], config["d_ff"],
                                             config["num_layers"],
                                             config["vocabulary_size"]).values())
