@@ -22,10 +22,12 @@ from keras import ops
 # XLA's threads on JAX, from the calling thread on PyTorch.
 step = compiled(lambda x: ops.sum(ops.matmul(ops.exp(ops.matmul(x, ops.transpose(x))), x)))
 x = keras.random.uniform((4608, 64), maxval=1e-3, seed=0)
-for _ in range(2):
+# Kept, PyTorch's heap grows to its high-water mark over the first four or
+# so calls, in an order that varies from run to run.
+for _ in range(5):
     keras.ops.convert_to_numpy(step(x))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(5):
+for _ in range(10):
     keras.ops.convert_to_numpy(step(x))
 print(json.dumps({"kept": kept,
                   "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before}))
@@ -49,5 +51,6 @@ def test_freed_blocks_are_reused_on_jax_and_torch_with_glibc():
     if applies:
         # Released: each block's 20,736 pages fault again at every call
         # (fewer, larger faults where the kernel backs it with huge pages);
-        # kept: the heap holds them (0 on JAX, one block once on PyTorch).
+        # kept: the heap holds them (0 on JAX, at most a block or two on
+        # PyTorch, against its 20 released).
         assert kept["faults"] * 4 < released["faults"], (kept, released)
