@@ -196,14 +196,15 @@ class MultiHeadAttention(keras.layers.Layer):
             x, (self.query_dense, self.key_dense, self.value_dense),
             (self.key_dim, self.key_dim, self._value_dim))
 
-    def _project_kv(self, value, key=None):
+    def _project_kv(self, value, key=None, fused=True):
         """(batch, k_len, d_value), (batch, k_len, d_key) or None (= value)
         --> (batch, k_len, heads, d_k) and (batch, k_len, heads, d_v).
         Keys and values of one memory (the encoder output, in
-        cross-attention) are one matmul."""
-        if key is None or key is value:
+        cross-attention) are one matmul unless `fused` is False."""
+        if fused and (key is None or key is value):
             return self._project_fused(value, (self.key_dense, self.value_dense),
                                        (self.key_dim, self._value_dim))
+        key = value if key is None else key
         k = self._split_heads(self.key_dense(key), self.key_dim)
         v = self._split_heads(self.value_dense(value), self._value_dim)
         return k, v
@@ -298,11 +299,14 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None and cache_index is None:
             q = self._split_heads(self.query_dense(query), self.key_dim)
             k, v = cache  # precomputed memory (cross-attention)
-        elif value is query and (key is None or key is query):
+        elif cache is None and value is query and (key is None or key is query):
             q, k, v = self._project_qkv(query)  # self-attention: one matmul
         else:
             q = self._split_heads(self.query_dense(query), self.key_dim)
-            k, v = self._project_kv(value, key)
+            # A decoding step projects a few rows: concatenating the kernels
+            # would copy more than the products read, at every step on
+            # PyTorch (docs/RESULTS.md).
+            k, v = self._project_kv(value, key, fused=cache is None)
         if cache is not None and cache_index is not None:
             # Write the new keys/values at cache_index, in place.
             # (batch, heads, cache_len, head_dim)
