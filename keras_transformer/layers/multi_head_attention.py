@@ -43,7 +43,8 @@ class MultiHeadAttention(keras.layers.Layer):
     self-attention (`value` and `key` are `query` or omitted) the three
     input projections run as one matmul with the kernels side by side, and
     the key and value projections of one memory (`key` is `value` or
-    omitted, as in cross-attention) as another. Every projection is a
+    omitted, as in cross-attention) as another; a cached decoding step,
+    a few rows, runs them one by one. Every projection is a
     `position_wise_matmul` (a 1 x 1 convolution on PyTorch's CPU).
 
     Mask contract (shared by every layer of this package):
