@@ -40,7 +40,10 @@ class TokenCount(keras.metrics.Metric):
         self.count.assign_add(ops.sum(ops.cast(ops.not_equal(weights, 0), "float32")))
 
     def result(self):
-        return ops.convert_to_tensor(self.count)
+        # A copy: Keras reads an epoch's logs after validation has reset and
+        # refilled the count, and on PyTorch and TensorFlow the variable's
+        # own tensor would by then hold the validation's tokens.
+        return ops.copy(self.count)
 
     def get_config(self):
         return {"name": self.name, "dtype": self.dtype, "pad_id": self.pad_id}

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -25,3 +26,16 @@ def test_token_count_skips_its_pad_id(pad_id):
     metric = TokenCount(pad_id=pad_id)
     metric.update_state(labels, None)
     assert float(to_numpy(metric.result())) == np.count_nonzero(labels != pad_id)
+
+
+def test_an_epochs_count_is_its_own_after_validation():
+    # Keras takes an epoch's logs after validation has reset and refilled
+    # the metric: the training count must not turn into the validation's.
+    x = np.ones((8, 3), "float32")
+    labels = np.tile([[4, 5, 0]], (8, 1))  # 2 real tokens a row
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
+    model.compile("sgd", "mse", metrics=[TokenCount()])
+    history = model.fit(x, labels, batch_size=4, epochs=2, verbose=0,
+                        validation_data=(x[:2], labels[:2]))
+    assert history.history["tokens"] == [16.0, 16.0]
+    assert history.history["val_tokens"] == [4.0, 4.0]
