@@ -41,6 +41,13 @@ class Progress:
             self.last = now
             self._write(self._line(now, detail), final=False)
 
+    def note(self, line):
+        """Writes `line` on a line of its own; a terminal's progress line
+        goes on below it."""
+        if not self.quiet:
+            self.stream.write(("\r\x1b[K" if self.dynamic else "") + line + "\n")
+            self.stream.flush()
+
     def close(self, detail=None):
         """Reports the final count, on its own line."""
         if not self.quiet:

@@ -169,9 +169,10 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
     and fits it for `config.epochs` within `budget`, with checkpoints
     (`AtomicCheckpoint`: every epoch, every `config.checkpoint_every_minutes`
     and `config.checkpoint_every_steps`, the newest `keep` kept), a
-    progress line (`StepProgress`, none with `config.quiet`), TensorBoard
-    logs and `history.csv` in `config.run_dir`; returns the model, ending
-    with its weights' moving average if its optimizer keeps one.
+    progress line and a line per epoch (`StepProgress`, none with
+    `config.quiet`), TensorBoard logs and `history.csv` in
+    `config.run_dir`; returns the model, ending with its weights' moving
+    average if its optimizer keeps one.
 
     Args:
         resume_from: `(batches, path)` of the checkpoint to continue, or None.
@@ -190,7 +191,8 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
                                     append=bool(resume_from))
     planned = config.epochs * batches_per_epoch
     progress = StepProgress(min(planned, budget.max_batches or planned) - batches,
-                            config.max_minutes * 60.0, quiet=config.quiet)
+                            config.max_minutes * 60.0, quiet=config.quiet,
+                            epochs=config.epochs)
     callbacks = [checkpoints, keras.callbacks.TensorBoard(
         os.path.join(config.run_dir, "logs")), log, budget, *callbacks, progress]
     with scope or contextlib.nullcontext():
@@ -215,7 +217,7 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
                 model.fit(stream, validation_data=valid_data, initial_epoch=epoch,
                           epochs=epoch + 1 if steps < batches_per_epoch else config.epochs,
                           steps_per_epoch=steps, callbacks=callbacks,
-                          verbose=0 if config.quiet else 2,
+                          verbose=0,  # `progress` reports each epoch
                           shuffle=False)  # the pipelines shuffle
                 epoch, log.append = epoch + 1, True
         finally:
