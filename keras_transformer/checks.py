@@ -23,6 +23,22 @@ def check_non_negative(name, value, also=None):
         raise ValueError(f"`{name}` must be {allowed}. Received: {name}={value!r}")
 
 
+def check_max_length(value):
+    """A sequence length with room for bos, one token and eos."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 3:
+        raise ValueError(f"`max_length` must be an integer >= 3. Received: max_length={value!r}")
+
+
+def check_fields(config, positive=(), non_negative=()):
+    """Checks the named fields of a program's settings `config`: positive
+    integers and numbers >= 0. A field that is None (a default chosen
+    later) passes."""
+    for names, check in ((positive, check_positive_int), (non_negative, check_non_negative)):
+        for name in names:
+            if getattr(config, name) is not None:
+                check(name, getattr(config, name))
+
+
 def check_rate(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
         0.0 <= value < 1.0

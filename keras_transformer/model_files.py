@@ -5,6 +5,7 @@ package as a missing class deep in deserialization; these say which file
 is wrong and how, before anything else happens.
 """
 
+import json
 import os
 import zipfile
 
@@ -39,6 +40,14 @@ def check_model_file(path):
             f"{path} is a zip archive but not a .keras model: it has no "
             f"{', '.join(missing)}"
         )
+
+
+def saved_class_name(path):
+    """The class of the model saved in `path` (its config's `class_name`),
+    read without building it, after `check_model_file`."""
+    check_model_file(path)
+    with zipfile.ZipFile(path) as archive:
+        return json.loads(archive.read("config.json")).get("class_name")
 
 
 def load_model_file(path, compile=True):

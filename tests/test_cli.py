@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 import tracemalloc
+import typing
 import zipfile
 
 import pytest
@@ -102,6 +103,13 @@ CASES = [
      None),
     ("`--resume` of a run whose tokenizer.model is gone",
      ["train", "--corpus", "numbers", "--run-dir", "no_tokenizer", "--resume"], None),
+    ("`train --beam-size 0` (the search runs after training)",
+     ["train", "--beam-size", "0", "--run-dir", "new"], None),
+    ("`train --max-minutes -1`", ["train", "--max-minutes", "-1", "--run-dir", "new"], None),
+    ("`train-lm --tokens-per-batch 0`",
+     ["train-lm", "--tokens-per-batch", "0", "--run-dir", "new"], None),
+    ("`finetune --pretrained` of a translator's run",
+     ["finetune", "--pretrained", "run", "--run-dir", "new"], None),
     ("`average --last 0`", ["average", "resume/checkpoints", "--last", "0", "-o", "a.keras"],
      None),
     ("`average` of a missing directory", ["average", "nowhere", "-o", "a.keras"], None),
@@ -178,6 +186,30 @@ def test_hostile_inputs_and_the_results_table(workspace, monkeypatch, capsys):
 
 def test_every_error_is_one_line_on_this_backend(workspace, monkeypatch, capsys):
     hostile_table(workspace, monkeypatch, capsys)
+
+
+def _numeric(annotation):
+    """Whether a setting's type takes a number (`int`, `float | None`,
+    `Literal["auto"] | float`, ...)."""
+    return bool({int, float} & set(typing.get_args(annotation) or [annotation]))
+
+
+@pytest.mark.parametrize("command", sorted(cli.PROGRAMS))
+def test_every_numeric_setting_refuses_a_negative_value_before_any_work(
+        command, tmp_path, monkeypatch, capsys):
+    # The corpus is missing, so a setting left unchecked shows as that
+    # error, the first the program would meet after its checks.
+    monkeypatch.chdir(tmp_path)
+    config_class = cli._program(command)[0]
+    annotations = typing.get_type_hints(config_class)
+    for field in dataclasses.fields(config_class):
+        if field.name == "seed" or not _numeric(annotations[field.name]):
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        status, _, err = run_cli([command, flag, "-1", "--corpus", "missing.tsv"], None,
+                                 monkeypatch, capsys)
+        assert status == 2 and f"`{field.name}` must be" in err, (flag, err)
+    assert os.listdir(tmp_path) == []
 
 
 def test_debug_shows_the_traceback(workspace, monkeypatch, capsys):

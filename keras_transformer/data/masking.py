@@ -19,7 +19,7 @@ dynamic masking.
 
 import math
 
-from keras_transformer.checks import check_positive_int, check_rate
+from keras_transformer.checks import check_max_length, check_positive_int, check_rate
 from keras_transformer.data.pipeline import ragged_rows, shuffled_epochs
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES
 
@@ -115,9 +115,7 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
     import tensorflow as tf
 
     check_positive_int("batch_size", batch_size)
-    check_positive_int("max_length", max_length)
-    if max_length < 3:
-        raise ValueError(f"`max_length` must be at least 3. Received: max_length={max_length}")
+    check_max_length(max_length)
     check_rate("rate", rate)
     if not 0 <= mask_id < vocabulary_size:
         raise ValueError(

@@ -29,7 +29,7 @@ from keras_transformer.data.classification import (
 )
 from keras_transformer.data.readers import read_labelled
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, token_ids
-from keras_transformer.model_files import load_model_file
+from keras_transformer.model_files import load_model_file, saved_class_name
 from keras_transformer.models import BidirectionalEncoder, SequenceClassifier
 from keras_transformer.models.presets import ENCODER_PRESETS
 from keras_transformer.training.language_model_run import (
@@ -65,6 +65,11 @@ class FinetuneConfig(LanguageModelConfig):
                 if not os.path.isfile(path):
                     raise FileNotFoundError(
                         f"{path}: no such file; --pretrained takes a pretrain-mlm run directory")
+            model_file = os.path.join(self.pretrained, "model.keras")
+            saved = saved_class_name(model_file)
+            if saved != "MaskedLM":
+                raise ValueError(f"{model_file} is a {saved}, not a masked language model "
+                                 "from pretrain-mlm")
         return super().check()
 
 

@@ -7,7 +7,7 @@ import os
 import time
 from typing import Literal
 
-from keras_transformer.checks import check_non_negative, check_rate
+from keras_transformer.checks import check_fields, check_max_length, check_rate
 from keras_transformer.data.pipeline import with_known_length
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
@@ -69,10 +69,11 @@ class LanguageModelConfig:
         as `model.compile` takes it."""
         if self.dropout_rate is not None:
             check_rate("dropout_rate", self.dropout_rate)
-        check_non_negative("max_updates", self.max_updates)
-        if self.max_length < 3:
-            raise ValueError(
-                f"`max_length` must be at least 3. Received: max_length={self.max_length}")
+        check_fields(self, positive=("vocabulary_size", "epochs", "warmup_steps",
+                                     "keep_checkpoints"),
+                     non_negative=("max_minutes", "max_updates", "peak_learning_rate",
+                                   "checkpoint_every_minutes", "checkpoint_every_steps"))
+        check_max_length(self.max_length)
         return resolve_jit_compile(self.jit_compile)
 
     def optimizer(self, d_model):

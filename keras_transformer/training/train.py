@@ -23,7 +23,8 @@ from typing import Literal
 import keras
 
 from keras_transformer.bleu import detokenized_bleu, tokenized_bleu
-from keras_transformer.checks import check_non_negative, check_positive_int, check_rate
+from keras_transformer.checks import (
+    check_fields, check_max_length, check_non_negative, check_rate)
 from keras_transformer.compilation_cache import enable_compilation_cache
 from keras_transformer.data.corpora import held_out_count, shipped_splits
 from keras_transformer.data.pipeline import (
@@ -369,11 +370,16 @@ def check_config(config):
     parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
     jit_compile = resolve_jit_compile(config.jit_compile)
     check_non_negative("alpha", config.alpha, also="auto")
-    check_rate("ema_momentum", config.ema_momentum)
-    check_positive_int("gradient_accumulation_steps", config.gradient_accumulation_steps)
-    check_non_negative("max_updates", config.max_updates)
-    if config.label_smoothing is not None:
-        check_rate("label_smoothing", config.label_smoothing)
+    check_fields(config, positive=("vocabulary_size", "tokens_per_batch",
+                                   "gradient_accumulation_steps", "epochs", "warmup_steps",
+                                   "keep_checkpoints", "average_last", "beam_size"),
+                 non_negative=("max_minutes", "max_updates", "peak_learning_rate",
+                               "checkpoint_every_minutes", "checkpoint_every_steps",
+                               "eval_sentences"))
+    check_max_length(config.max_length)
+    for name in ("ema_momentum", "label_smoothing", "dropout_rate"):
+        if getattr(config, name) is not None:
+            check_rate(name, getattr(config, name))
     return parallelism, jit_compile
 
 

@@ -11,6 +11,7 @@ from typing import Literal
 
 import keras
 
+from keras_transformer.checks import check_fields
 from keras_transformer.data.pipeline import causal_lm_dataset
 from keras_transformer.data.tokenizer import detokenize, token_ids
 from keras_transformer.losses import LabelSmoothedCrossEntropy
@@ -42,6 +43,11 @@ class CausalLMConfig(LanguageModelConfig):
     samples: int = 5  # continuations of test texts printed at the end
     sample_tokens: int = 32  # new tokens a continuation
     top_k: int = 10  # the continuations' sampler
+
+    def check(self):
+        check_fields(self, positive=("tokens_per_batch", "sample_tokens", "top_k"),
+                     non_negative=("samples",))
+        return super().check()
 
 
 def build_causal_lm(config, vocabulary_size, jit_compile):
