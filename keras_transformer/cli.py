@@ -23,6 +23,7 @@ import os
 import sys
 import types
 import typing
+import warnings
 
 
 PROG = "keras-transformer"
@@ -271,23 +272,32 @@ def build_parser():
     return parser
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None):
+    """A warning as one line, as errors are, without Python's source line."""
+    print(f"{PROG}: warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+
+
 def main(argv=None):
     """Runs a command; a user's error (a bad value, a missing or damaged
     file) prints one line and returns 2, with its traceback only under
-    `--debug`. Other exceptions are bugs and keep their traceback."""
+    `--debug`. Other exceptions are bugs and keep their traceback. A
+    warning is one line too, except under `--debug`."""
     args = build_parser().parse_args(argv)
     from keras_transformer.training.runs import allow_tf32
 
     allow_tf32()
     handler = {"translate": _translate, "generate": _generate,
                "average": _average}.get(args.command, _train)
-    try:
-        return handler(args)
-    except (ValueError, OSError) as error:
-        if args.debug:
-            raise
-        print(f"{PROG}: error: {_describe(error)}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():  # restores `showwarning`
+        if not args.debug:
+            warnings.showwarning = _warning_line
+        try:
+            return handler(args)
+        except (ValueError, OSError) as error:
+            if args.debug:
+                raise
+            print(f"{PROG}: error: {_describe(error)}", file=sys.stderr)
+            return 2
 
 
 def run():

@@ -212,6 +212,15 @@ def test_every_numeric_setting_refuses_a_negative_value_before_any_work(
     assert os.listdir(tmp_path) == []
 
 
+def test_a_warning_is_one_line(workspace, monkeypatch, capsys):
+    monkeypatch.chdir(workspace)
+    status, out, err = run_cli(["translate", "run"], b"twelve " * 2000 + b"\n",
+                               monkeypatch, capsys)
+    assert status == 0 and len(out.splitlines()) == 1
+    assert re.fullmatch(r"keras-transformer: warning: A sentence of \d+ tokens is longer "
+                        r"than max_source_length=\d+: [^\n]+\n", err), err
+
+
 def test_debug_shows_the_traceback(workspace, monkeypatch, capsys):
     monkeypatch.chdir(workspace)
     with pytest.raises(FileNotFoundError, match="nowhere"):
