@@ -109,7 +109,7 @@ class TrainConfig:
     checkpoint_every_minutes: float = 10.0
     checkpoint_every_steps: int = 0
     # The paper averages the last 5 checkpoints of a converged model; a
-    # 10-minute run is still learning fast and loses BLEU by it: 1 = off.
+    # 10-minute run is still learning fast and loses BLEU by it: 0 or 1 = off.
     average_last: int = 1
     # A moving average of the weights, every step, replaces them at the
     # end (0 = off); it gains a short run more than averaging checkpoints.
@@ -372,10 +372,10 @@ def check_config(config):
     check_non_negative("alpha", config.alpha, also="auto")
     check_fields(config, positive=("vocabulary_size", "tokens_per_batch",
                                    "gradient_accumulation_steps", "epochs", "warmup_steps",
-                                   "keep_checkpoints", "average_last", "beam_size"),
-                 non_negative=("max_minutes", "max_updates", "peak_learning_rate",
-                               "checkpoint_every_minutes", "checkpoint_every_steps",
-                               "eval_sentences"))
+                                   "keep_checkpoints", "beam_size"),
+                 non_negative=("average_last", "max_minutes", "max_updates",
+                               "peak_learning_rate", "checkpoint_every_minutes",
+                               "checkpoint_every_steps", "eval_sentences"))
     check_max_length(config.max_length)
     for name in ("ema_momentum", "label_smoothing", "dropout_rate"):
         if getattr(config, name) is not None:
