@@ -4,7 +4,9 @@ Each raises a `ValueError` that names the argument, the value received and
 what is allowed, before any weight is created.
 """
 
+import dataclasses
 import numbers
+import typing
 
 
 def check_positive_int(name, value):
@@ -30,20 +32,31 @@ def check_max_length(value):
 
 
 def check_fields(config, positive=(), non_negative=()):
-    """Checks the named fields of a program's settings `config`: positive
-    integers and numbers >= 0. A field that is None (a default chosen
-    later) passes."""
+    """Checks a program's settings, the dataclass `config`: the named
+    fields are positive integers and numbers >= 0 (None, a default chosen
+    later, passes), and each field typed `Literal[...]` holds one of its
+    values (the command line checks those, Python callers are not)."""
     for names, check in ((positive, check_positive_int), (non_negative, check_non_negative)):
         for name in names:
             if getattr(config, name) is not None:
                 check(name, getattr(config, name))
+    types = typing.get_type_hints(type(config))
+    for field in dataclasses.fields(config):
+        choices = typing.get_args(types[field.name])
+        value = getattr(config, field.name)
+        if typing.get_origin(types[field.name]) is typing.Literal and value not in choices:
+            raise ValueError(f"`{field.name}` must be one of {', '.join(map(repr, choices))}. "
+                             f"Received: {field.name}={value!r}")
 
 
-def check_rate(name, value):
+def check_rate(name, value, zero=True):
+    """A fraction in [0, 1), or in (0, 1) where 0 would leave nothing to do
+    (`zero=False`: a masking rate that chooses no token)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        0.0 <= value < 1.0
+        (value >= 0.0 if zero else value > 0.0) and value < 1.0
     ):
-        raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
+        allowed = "[0, 1)" if zero else "(0, 1)"
+        raise ValueError(f"`{name}` must be in {allowed}. Received: {name}={value!r}")
 
 
 def check_special_ids(pad_id, bos_id, eos_id, vocabulary_size):

@@ -212,6 +212,29 @@ def test_every_numeric_setting_refuses_a_negative_value_before_any_work(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("command", sorted(cli.PROGRAMS))
+def test_every_choice_is_checked_for_python_callers_too(command, tmp_path, monkeypatch):
+    # The command line refuses a value outside a `Literal`'s choices as it
+    # parses; a program called from Python refuses it first thing.
+    monkeypatch.chdir(tmp_path)
+    config_class, program, _ = cli._program(command)
+    annotations = typing.get_type_hints(config_class)
+    for field in dataclasses.fields(config_class):
+        if typing.get_origin(annotations[field.name]) is typing.Literal:
+            config = config_class(corpus="missing.tsv", **{field.name: "nonsense"})
+            with pytest.raises(ValueError, match=f"`{field.name}` must be one of .* "
+                                                 f"Received: {field.name}='nonsense'"):
+                program(config)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_masking_rate_of_zero_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run_cli(["pretrain-mlm", "--mask-rate", "0", "--corpus", "missing.tsv"],
+                             None, monkeypatch, capsys)
+    assert status == 2 and "`mask_rate` must be in (0, 1). Received: mask_rate=0.0" in err, err
+
+
 def test_a_warning_is_one_line(workspace, monkeypatch, capsys):
     monkeypatch.chdir(workspace)
     status, out, err = run_cli(["translate", "run"], b"twelve " * 2000 + b"\n",

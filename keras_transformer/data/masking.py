@@ -116,7 +116,7 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
 
     check_positive_int("batch_size", batch_size)
     check_max_length(max_length)
-    check_rate("rate", rate)
+    check_rate("rate", rate, zero=False)
     if not 0 <= mask_id < vocabulary_size:
         raise ValueError(
             f"`mask_id` must be in [0, {vocabulary_size}). Received: mask_id={mask_id}"

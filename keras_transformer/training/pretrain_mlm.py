@@ -46,7 +46,7 @@ class MaskedLMConfig(LanguageModelConfig):
 
     def check(self):
         check_positive_int("batch_size", self.batch_size)
-        check_rate("mask_rate", self.mask_rate)
+        check_rate("mask_rate", self.mask_rate, zero=False)
         return super().check()
 
 

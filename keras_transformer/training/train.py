@@ -365,17 +365,17 @@ def check_config(config):
     """Fails on a bad setting before any work (on --resume too); returns
     `(parallelism, jit_compile)`. A bad distribution spec, or a preset that
     does not split over the devices, fails here."""
-    preset = get_preset(config.preset)["config"]
-    parallelism = Parallelism(config.distribution)
-    parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
-    jit_compile = resolve_jit_compile(config.jit_compile)
-    check_non_negative("alpha", config.alpha, also="auto")
     check_fields(config, positive=("vocabulary_size", "tokens_per_batch",
                                    "gradient_accumulation_steps", "epochs", "warmup_steps",
                                    "keep_checkpoints", "beam_size"),
                  non_negative=("average_last", "max_minutes", "max_updates",
                                "peak_learning_rate", "checkpoint_every_minutes",
                                "checkpoint_every_steps", "eval_sentences"))
+    preset = get_preset(config.preset)["config"]
+    parallelism = Parallelism(config.distribution)
+    parallelism.check_model(preset["num_heads"], preset["d_ff"], preset["d_model"])
+    jit_compile = resolve_jit_compile(config.jit_compile)
+    check_non_negative("alpha", config.alpha, also="auto")
     check_max_length(config.max_length)
     for name in ("ema_momentum", "label_smoothing", "dropout_rate"):
         if getattr(config, name) is not None:

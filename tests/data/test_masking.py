@@ -103,6 +103,7 @@ def test_the_loss_reads_the_masked_positions_only():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(mask_id=VOCABULARY), "mask_id"), (dict(max_length=2), "an integer >= 3"),
     (dict(rate=1.5), "rate"), (dict(batch_size=0), "batch_size"),
+    (dict(rate=0.0), r"`rate` must be in \(0, 1\)"),  # no token to predict
 ])
 def test_bad_arguments_are_refused(kwargs, message):
     arguments = {"rows": [[5, 6]], "mask_id": MASK, "vocabulary_size": VOCABULARY, **kwargs}
