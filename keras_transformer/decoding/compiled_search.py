@@ -78,7 +78,19 @@ class CompiledSearch:
         if backend == "tensorflow":
             import tensorflow as tf
 
-            return tf.function(self._traced, jit_compile=True, autograph=False)
+            function = tf.function(self._traced, jit_compile=True, autograph=False)
+            programs = {}
+
+            def run(*args):
+                # One program per shape bucket is the design, so each is traced
+                # by `get_concrete_function`, which (unlike a call) does not
+                # count towards TensorFlow's warning about frequent retracing.
+                key = tuple(tuple(x.shape) for x in args)
+                if key not in programs:
+                    programs[key] = function.get_concrete_function(*args)
+                return programs[key](*args)
+
+            return run
         if backend == "torch":
             import torch
 

@@ -1,6 +1,7 @@
 import contextlib
 import gc
 import itertools
+import logging
 import weakref
 
 import keras
@@ -172,6 +173,29 @@ def test_the_loop_traces_once_per_shape_bucket():
         assert len(search.traces) == 1
         search(SOURCES[:, :4])
         assert len(search.traces) == 2
+
+
+def test_one_trace_per_shape_bucket_raises_no_retracing_warning():
+    # Translating a test set decodes a batch of each length bucket: a trace
+    # per shape, by design. TensorFlow warned of "frequent retracing" from
+    # the fifth trace in ten calls, on the user's stderr.
+    model = random_model()
+    search = CompiledSearch(model, lambda ids: greedy_search_fn(model, ids, 2, BOS, EOS))
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("tensorflow").addHandler(handler)
+    try:
+        shapes = [(batch, length) for batch in (1, 2, 3) for length in (3, 4, 5)]
+        for batch, length in shapes + shapes:
+            search(SOURCES[:batch, :length])
+    finally:
+        logging.getLogger("tensorflow").removeHandler(handler)
+    assert [r.getMessage() for r in records if "retracing" in r.getMessage()] == []
+    if keras.backend.backend() in ("jax", "tensorflow"):
+        assert search.trace_count == len(shapes)  # the second pass traces nothing
+    else:
+        assert len(search.traces) == len(shapes)
 
 
 @pytest.mark.parametrize("kwargs, message", [
