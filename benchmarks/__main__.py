@@ -41,6 +41,10 @@ def _ratio(c):
     return f"{c['ratio_median']:.2f}x ({c['ratio_min']:.2f}-{c['ratio_max']:.2f})"
 
 
+def _range(u):
+    return f"{u['median']:.1%} ({u['min']:.1%}-{u['max']:.1%})"
+
+
 def _row(what, a, b, c, unit="s"):
     return f"| {what} | {a} {c['a_s']:.3f} {unit} | {b} {c['b_s']:.3f} {unit} | {_ratio(c)} |"
 
@@ -74,10 +78,11 @@ def table(results):
         notes += [
             f"- training throughput (real target tokens/s): {tokens}",
             "- parameters: " + ", ".join(f"{k} {v:,}" for k, v in p.items()),
-            f"- model FLOPs utilisation (ours): {m['utilisation']:.1%} = "
-            f"{m['flops_per_step'] / 1e9:.1f} GFLOP/step / {m['step_s']:.3f} s / "
-            f"{m['matmul_peak_flops'] / 1e9:.0f} GFLOP/s float32 matmul peak; "
-            f"keras-hub's {m['keras_hub_utilisation']:.1%}",
+            f"- model FLOPs utilisation (ours): {_range(m['utilisation'])} over rounds, "
+            f"each against the float32 matmul peak read beside it; "
+            f"{m['flops_per_step'] / 1e9:.1f} GFLOP/step / {m['step_s']:.3f} s median step, "
+            f"median peak {m['matmul_peak_flops'] / 1e9:.0f} GFLOP/s; "
+            f"keras-hub's {_range(m['keras_hub_utilisation'])}",
             f"- first-step compile time (ours): {r['compile_s']:.1f} s",
             f"- mixed_bfloat16 ({_path(r['backend'], b['jit_compile'])}): "
             f"{b['speedup']:.2f}x the float32 speed; mean loss over "

@@ -63,21 +63,34 @@ def fit_steps(model, batches):
     return step_ends.times[-1] - step_ends.times[0], np.float32(step_ends.loss)
 
 
-def compare(a, b, data, rounds, self_timed=False):
+def compare(a, b, data, rounds, self_timed=False, peak=None):
     """Times `a(data)` and `b(data)`, alternating, after one warm-up call
     each; returns their median seconds, the ratio b / a (median, min,
     max) and every time. With `self_timed`, each call returns
-    `(seconds, ...)`, having timed its own work (as `fit_steps`)."""
+    `(seconds, ...)`, having timed its own work (as `fit_steps`). With
+    `peak` (a function returning FLOP/s), the machine's speed is read
+    before the first timed call and after each one, and every call is
+    credited the mean of the readings on either side of it (`a_peaks`,
+    `b_peaks`): on a shared machine whose speed swings within minutes, a
+    reading beside each call is what its utilisation can be divided by."""
     # Compile, and wait: JAX returns before it computes, so an unawaited
     # warm-up of `b` would run inside the first timing of `a`.
     timed(a, data), timed(b, data)
     times = {"a": [], "b": []}
+    peaks = {"a": [], "b": []}
+    reading = peak() if peak else None
     for _ in range(rounds):
         for side, fn in (("a", a), ("b", b)):
             times[side].append(fn(data)[0] if self_timed else timed(fn, data))
+            if peak:
+                before, reading = reading, peak()
+                peaks[side].append((before + reading) / 2)
     ratios = [tb / ta for ta, tb in zip(times["a"], times["b"])]
-    return {
+    result = {
         "a_s": statistics.median(times["a"]), "b_s": statistics.median(times["b"]),
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
         "ratio_max": max(ratios), "a_times": times["a"], "b_times": times["b"],
     }
+    if peak:
+        result.update(a_peaks=peaks["a"], b_peaks=peaks["b"])
+    return result

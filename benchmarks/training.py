@@ -1,8 +1,9 @@
 """Training throughput side by side: our `Transformer` against an
 identically sized keras-hub stack on the same backend, and against
-PyTorch's native `nn.Transformer`; model FLOPs utilisation against a
-matrix-multiplication peak measured in the same run; first-step compile
-time; mixed_bfloat16 against float32.
+PyTorch's native `nn.Transformer`; model FLOPs utilisation of each round
+against a matrix-multiplication peak read just before and after it (the
+machine's speed swings within minutes); first-step compile time;
+mixed_bfloat16 against float32.
 
 The reference configuration (`REFERENCE`): the `small` preset's sizes
 (d_model 256, 4 heads, d_ff 1024, 3 encoder and 3 decoder layers,
@@ -232,23 +233,39 @@ def torch_native_trainer(config):
     return run
 
 
-def matmul_peak(n=2048, repeats=5):
-    """Float32 FLOP/s of the fastest way this backend multiplies two
-    `n x n` matrices on this machine: the best of `repeats` compiled
-    products. On PyTorch, the better of `ops.matmul` (MKL) and
-    `position_wise_matmul` (on the CPU a 1 x 1 convolution, in oneDNN),
-    the two ways our model multiplies there."""
+def matmul_peak_reader(n=2048, repeats=5):
+    """A function returning the float32 FLOP/s of the fastest way this
+    backend multiplies two `n x n` matrices on this machine, each time it
+    is called: the best of `repeats` compiled products (compiled once, here).
+    On PyTorch, the better of `ops.matmul` (MKL) and `position_wise_matmul`
+    (on the CPU a 1 x 1 convolution, in oneDNN), the two ways our model
+    multiplies there."""
     a = keras.random.normal((n, n), seed=0)
     b = keras.random.normal((n, n), seed=1)
     if keras.backend.backend() == "torch":
         products = [keras.ops.matmul, position_wise_matmul]
     else:
         products = [compiled(lambda x, y: x @ y)]
-    best = float("inf")
     for product in products:
         keras.ops.convert_to_numpy(product(a, b))
-        best = min(best, *(timed(product, a, b) for _ in range(repeats)))
-    return 2 * n ** 3 / best
+
+    def read():
+        return 2 * n ** 3 / min(timed(product, a, b)
+                                for product in products for _ in range(repeats))
+    return read
+
+
+def matmul_peak(n=2048, repeats=5):
+    """One reading of `matmul_peak_reader`."""
+    return matmul_peak_reader(n, repeats)()
+
+
+def utilisation(flops, steps, times, peaks):
+    """Model FLOPs utilisation of each round of `steps` steps: the FLOPs
+    over the round's seconds and over the matmul peak read beside it
+    (`compare`'s `peak`); the median, min and max over rounds."""
+    rounds = [flops * steps / seconds / peak for seconds, peak in zip(times, peaks)]
+    return {"median": statistics.median(rounds), "min": min(rounds), "max": max(rounds)}
 
 
 def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
@@ -266,6 +283,8 @@ def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
                            config["vocabulary_size"])
     tokens = real_target_tokens(batches[1:])
     jit = resolve_jit_compile(jit_compile)
+    # A short reading (3 products, about 0.1-0.5 s) beside every round.
+    read_peak = matmul_peak_reader(repeats=3)
 
     keras.utils.set_random_seed(0)
     ours_step = keras_trainer(our_model(config), jit)
@@ -283,11 +302,12 @@ def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
               "parameters": {"ours": ours_step.model.count_params(),
                              "keras_hub": hubs["keras_hub"].model.count_params()},
               "tokens_per_s": {}}
-    ours_times = []
+    ours_times, ours_peaks = [], []
     for name, hub_step in hubs.items():
         result[f"ours_vs_{name}"] = compare(ours_step, hub_step, batches, rounds,
-                                            self_timed=True)
+                                            self_timed=True, peak=read_peak)
         ours_times += result[f"ours_vs_{name}"]["a_times"]
+        ours_peaks += result[f"ours_vs_{name}"]["a_peaks"]
         result["tokens_per_s"][name] = tokens / result[f"ours_vs_{name}"]["b_s"]
 
     if native_torch:
@@ -297,8 +317,9 @@ def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
         native = torch_native_trainer(config)
         result["parameters"]["torch_native"] = native.parameters
         result["ours_vs_torch_native"] = compare(ours_step, native, batches, rounds,
-                                                 self_timed=True)
+                                                 self_timed=True, peak=read_peak)
         ours_times += result["ours_vs_torch_native"]["a_times"]
+        ours_peaks += result["ours_vs_torch_native"]["a_peaks"]
         result["tokens_per_s"]["torch_native"] = tokens / result["ours_vs_torch_native"]["b_s"]
         result["threads"] = torch.get_num_threads()
 
@@ -306,15 +327,16 @@ def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
     step_s = statistics.median(ours_times) / steps
     result["tokens_per_s"]["ours"] = tokens / (step_s * steps)
     flops = training_flops(**config)
-    peak = matmul_peak()
     # keras-hub's stack does the same matrix products (its learned positions
     # are a lookup), so the same count gives its utilisation, and 1 / it
     # bounds how much faster than it a model doing these products can step.
-    hub_step_s = result["ours_vs_keras_hub"]["b_s"] / steps
+    hub = result["ours_vs_keras_hub"]
     result["mfu"] = {"flops_per_step": flops, "step_s": step_s,
-                     "achieved_flops": flops / step_s, "matmul_peak_flops": peak,
-                     "utilisation": flops / step_s / peak,
-                     "keras_hub_utilisation": flops / hub_step_s / peak}
+                     "achieved_flops": flops / step_s,
+                     "matmul_peak_flops": statistics.median(ours_peaks),
+                     "utilisation": utilisation(flops, steps, ours_times, ours_peaks),
+                     "keras_hub_utilisation": utilisation(flops, steps, hub["b_times"],
+                                                          hub["b_peaks"])}
     if bfloat16_steps:
         # On a CPU-only TensorFlow's graph mode, oneDNN's kernels multiply
         # bfloat16 with AMX (or AVX-512 BF16) where XLA's do not.
