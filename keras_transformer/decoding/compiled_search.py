@@ -79,16 +79,13 @@ class CompiledSearch:
             import tensorflow as tf
 
             function = tf.function(self._traced, jit_compile=True, autograph=False)
-            programs = {}
 
             def run(*args):
-                # One program per shape bucket is the design, so each is traced
-                # by `get_concrete_function`, which (unlike a call) does not
-                # count towards TensorFlow's warning about frequent retracing.
-                key = tuple(tuple(x.shape) for x in args)
-                if key not in programs:
-                    programs[key] = function.get_concrete_function(*args)
-                return programs[key](*args)
+                # One program per shape bucket is the design, so each is found
+                # (or traced) by `get_concrete_function`, which, unlike a call,
+                # does not count towards TensorFlow's warning about frequent
+                # retracing; tf.function keeps the programs.
+                return function.get_concrete_function(*args)(*args)
 
             return run
         if backend == "torch":
