@@ -13,7 +13,8 @@ SentencePiece vocabulary of 4,000 pieces; every sentence padded or cut
 to 48 tokens; batches of 64 sentences; Adam at 1e-3; cross-entropy
 without label smoothing; greedy decoding; no averaging. `--demo` prints
 BLEU and chrF of both, their ratios, the steps each got and the
-machine's measured matmul peak.
+machine's measured matmul peak, read just before and just after each
+run, as the machine's speed can move between two 10-minute runs.
 """
 
 import argparse
@@ -27,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from benchmarks.training import matmul_peak
+from benchmarks.training import matmul_peak_reader
 from keras_transformer.data.tokenizer import detokenize, token_ids, train_tokenizer
 from keras_transformer.freed_memory import keep_freed_memory
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
@@ -172,17 +173,31 @@ def run_baseline(corpus="bible", minutes=10.0, max_steps=0, eval_sentences=1000,
 
 def side_by_side(minutes=10.0, eval_sentences=1000, seed=0, run_dir=None):
     """`make demo`'s `train` with its defaults, then the baseline for the
-    same minutes on the same splits; returns both, their ratios and the
-    matmul peak."""
+    same minutes on the same splits; returns both, their ratios, and the
+    matmul peak read before, between and after the two runs (each run's
+    `matmul_peak_flops`: the readings just before and just after it)."""
+    read_peak = matmul_peak_reader()
+    peaks = [read_peak()]
     with tempfile.TemporaryDirectory() as temporary:
         demo = train(TrainConfig(run_dir=run_dir or os.path.join(temporary, "demo"),
                                  max_minutes=minutes, eval_sentences=eval_sentences,
                                  seed=seed, quiet=True))
+    peaks.append(read_peak())
     baseline = run_baseline(minutes=minutes, eval_sentences=eval_sentences, seed=seed)
-    return {"demo": {k: demo[k] for k in ("bleu", "chrf", "steps", "training_minutes")},
-            "baseline": baseline, "bleu_ratio": demo["bleu"] / max(baseline["bleu"], 1e-9),
-            "chrf_ratio": demo["chrf"] / max(baseline["chrf"], 1e-9),
-            "matmul_peak_flops": matmul_peak(), "seed": seed}
+    peaks.append(read_peak())
+    demo = {k: demo[k] for k in ("bleu", "chrf", "steps", "training_minutes")}
+    demo["matmul_peak_flops"], baseline["matmul_peak_flops"] = peaks[:2], peaks[1:]
+    return {"demo": demo, "baseline": baseline,
+            "bleu_ratio": demo["bleu"] / max(baseline["bleu"], 1e-9),
+            "chrf_ratio": demo["chrf"] / max(baseline["chrf"], 1e-9), "seed": seed}
+
+
+def _summary(name, result):
+    """One run's line: its scores, steps and the matmul peak beside it."""
+    low, high = (min(result["matmul_peak_flops"]) / 1e9, max(result["matmul_peak_flops"]) / 1e9)
+    return (f"{name} BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}, "
+            f"{result['steps']:,} steps in {result['training_minutes']:.1f} minutes, "
+            f"matmul peak {low:.0f}-{high:.0f} GFLOP/s")
 
 
 def main(argv=None):
@@ -196,16 +211,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.demo:
         result = side_by_side(args.minutes, args.eval_sentences, args.seed)
-        d, b = result["demo"], result["baseline"]
-        print(f"demo:     BLEU {d['bleu']:.2f}, chrF {d['chrf']:.2f}, {d['steps']:,} steps")
-        print(f"baseline: BLEU {b['bleu']:.2f}, chrF {b['chrf']:.2f}, {b['steps']:,} steps")
-        print(f"ratios: BLEU {result['bleu_ratio']:.2f}x, chrF {result['chrf_ratio']:.2f}x; "
-              f"matmul peak {result['matmul_peak_flops'] / 1e9:.0f} GFLOP/s")
+        print(_summary("demo:    ", result["demo"]))
+        print(_summary("baseline:", result["baseline"]))
+        print(f"ratios: BLEU {result['bleu_ratio']:.2f}x, chrF {result['chrf_ratio']:.2f}x")
     else:
+        read_peak = matmul_peak_reader()
+        before = read_peak()
         result = run_baseline(minutes=args.minutes, eval_sentences=args.eval_sentences,
                               seed=args.seed)
-        print(f"baseline: BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}, "
-              f"{result['steps']:,} steps in {result['training_minutes']:.1f} minutes")
+        result["matmul_peak_flops"] = [before, read_peak()]
+        print(_summary("baseline:", result))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

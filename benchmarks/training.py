@@ -255,11 +255,6 @@ def matmul_peak_reader(n=2048, repeats=5):
     return read
 
 
-def matmul_peak(n=2048, repeats=5):
-    """One reading of `matmul_peak_reader`."""
-    return matmul_peak_reader(n, repeats)()
-
-
 def utilisation(flops, steps, times, peaks):
     """Model FLOPs utilisation of each round of `steps` steps: the FLOPs
     over the round's seconds and over the matmul peak read beside it

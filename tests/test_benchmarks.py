@@ -276,6 +276,37 @@ def test_baseline_trains_and_is_scored_by_the_demos_harness():
     assert 0 <= result["bleu"] <= 100 and 0 <= result["chrf"] <= 100
 
 
+def test_side_by_side_reads_the_peak_around_each_run(monkeypatch, capsys):
+    from benchmarks import baseline
+
+    events, readings = [], iter([1e11, 2e11, 4e11])
+
+    def reader():
+        def read():
+            events.append("peak")
+            return next(readings)
+        return read
+
+    def run(name, bleu):
+        def fake(config=None, **kwargs):
+            events.append(name)
+            return {"bleu": bleu, "chrf": 2 * bleu, "steps": 10, "training_minutes": 1.0}
+        return fake
+
+    monkeypatch.setattr(baseline, "matmul_peak_reader", reader)
+    monkeypatch.setattr(baseline, "train", run("demo", 15.0))
+    monkeypatch.setattr(baseline, "run_baseline", run("baseline", 10.0))
+    result = baseline.main(["--demo"])
+    assert events == ["peak", "demo", "peak", "baseline", "peak"]
+    assert result["demo"]["matmul_peak_flops"] == [1e11, 2e11]
+    assert result["baseline"]["matmul_peak_flops"] == [2e11, 4e11]
+    assert result["bleu_ratio"] == 1.5 and result["chrf_ratio"] == 1.5
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("demo:") and lines[0].endswith("matmul peak 100-200 GFLOP/s")
+    assert lines[1].endswith("matmul peak 200-400 GFLOP/s")
+    assert lines[2] == "ratios: BLEU 1.50x, chrF 1.50x"
+
+
 def test_bfloat16_benchmark_reads_flags_and_rounds_like_bfloat16(tmp_path):
     result = bfloat16.run(n=64, rounds=1)
     assert result["float32_s"] > 0 and result["bfloat16_s"] > 0
