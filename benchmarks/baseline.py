@@ -194,10 +194,10 @@ def side_by_side(minutes=10.0, eval_sentences=1000, seed=0, run_dir=None):
 
 def _summary(name, result):
     """One run's line: its scores, steps and the matmul peak beside it."""
-    low, high = (min(result["matmul_peak_flops"]) / 1e9, max(result["matmul_peak_flops"]) / 1e9)
+    peaks = [flops / 1e9 for flops in result["matmul_peak_flops"]]
     return (f"{name} BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}, "
             f"{result['steps']:,} steps in {result['training_minutes']:.1f} minutes, "
-            f"matmul peak {low:.0f}-{high:.0f} GFLOP/s")
+            f"matmul peak {min(peaks):.0f}-{max(peaks):.0f} GFLOP/s")
 
 
 def main(argv=None):
