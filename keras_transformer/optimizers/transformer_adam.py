@@ -1,8 +1,7 @@
 """The paper's optimizer (section 5.3)."""
 
-import keras
-
 from keras_transformer.checks import check_positive_int
+from keras_transformer.optimizers.adam import Adam
 from keras_transformer.schedules.warmup_schedule import WarmupSchedule
 
 
@@ -28,10 +27,10 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
             schedule (`warmup_steps`, `scale` and `peak` then do nothing):
             Keras keeps it in a variable that a callback may set every
             batch, as `train`'s `BudgetDecay` does.
-        **kwargs: passed to `keras.optimizers.Adam` (e.g. `clipnorm`).
+        **kwargs: passed to `Adam` (e.g. `clipnorm`).
 
     Returns:
-        A `keras.optimizers.Adam`.
+        An `Adam`: Keras's, with a fused update on PyTorch.
     """
     check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
     n = gradient_accumulation_steps
@@ -41,7 +40,7 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
         schedule = WarmupSchedule(d_model, warmup_steps, scale, steps_per_update=n)
     else:
         schedule = WarmupSchedule.from_peak(d_model, warmup_steps, peak, steps_per_update=n)
-    return keras.optimizers.Adam(
+    return Adam(
         learning_rate=schedule,
         beta_1=0.9,
         beta_2=0.98,

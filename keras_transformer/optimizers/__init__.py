@@ -1,0 +1,2 @@
+from keras_transformer.optimizers.adam import Adam
+from keras_transformer.optimizers.transformer_adam import transformer_adam
