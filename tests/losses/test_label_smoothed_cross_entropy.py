@@ -83,6 +83,34 @@ def test_loss_gradient_is_softmax_minus_smoothed_target(keep_softmax):
     np.testing.assert_allclose(grad, hand_computed_gradient(0.1, LOGITS), atol=1e-6)
 
 
+def test_loss_gradient_twice_from_one_forward_pass():
+    # On PyTorch the first gradient is written into the kept softmax; a
+    # second (autograd's `retain_graph`) recomputes it.
+    loss, backend = smoothed_loss(0.1), keras.backend.backend()
+    if backend == "torch":
+        import torch
+
+        logits = torch.tensor(LOGITS, requires_grad=True)
+        value = loss(torch.tensor(LABELS), logits)
+        grads = [torch.autograd.grad(value, logits, retain_graph=True)[0].numpy()
+                 for _ in range(2)]
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        logits = tf.constant(LOGITS)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(logits)
+            value = loss(LABELS, logits)
+        grads = [tape.gradient(value, logits).numpy() for _ in range(2)]
+    else:
+        import jax
+
+        _, backward = jax.vjp(lambda z: loss(LABELS, z), LOGITS)
+        grads = [np.asarray(backward(np.float32(1.0))[0]) for _ in range(2)]
+    for grad in grads:
+        np.testing.assert_allclose(grad, hand_computed_gradient(0.1, LOGITS), atol=1e-6)
+
+
 @pytest.mark.parametrize("keep_softmax", [False, True])
 def test_loss_at_large_logits(keep_softmax):
     # At z + 100 a naive exp(z) overflows float32; the reference is float64
