@@ -68,7 +68,8 @@ def table(results):
                 f"{r['target_tokens']} target tokens")
         lines.append(_row(what, "ours", "keras-hub, Keras's sparse cross-entropy",
                           r["ours_vs_keras_hub"]))
-        lines.append(_row(what, "ours", "keras-hub, our loss and Adam", r["ours_vs_keras_hub_same_loss"]))
+        lines.append(_row(what, "ours", "keras-hub, our loss and Adam",
+                          r["ours_vs_keras_hub_same_loss"]))
         if "ours_vs_torch_native" in r:
             lines.append(_row(what, "ours", "torch nn.Transformer", r["ours_vs_torch_native"]))
         b = r["bfloat16"]

@@ -2,11 +2,11 @@
 
 - Training step: our `CausalLM` against keras-hub's `GPT2CausalLM`, and
   our `MaskedLM` against keras-hub's `BertMaskedLM`, each pair with the
-  same sizes, optimizer and batches, each with the loss its package trains
-  with: ours `LabelSmoothedCrossEntropy(0)` (as `train-lm` and
-  `pretrain-mlm` compile it), keras-hub's Keras'
-  `SparseCategoricalCrossentropy` (padding ignored); the steps are timed
-  inside `fit` (`benchmarks.timing.fit_steps`).
+  same sizes and batches, each with the loss and Adam its package trains
+  with: ours `LabelSmoothedCrossEntropy(0)` and `kt.optimizers.Adam` (as
+  `train-lm` and `pretrain-mlm` compile them), keras-hub's Keras'
+  `SparseCategoricalCrossentropy` (padding ignored) and Keras's Adam; the
+  steps are timed inside `fit` (`benchmarks.timing.fit_steps`).
 - Generation: `CausalLM.generate` against `GPT2CausalLM.generate`, the same
   greedy sampler, prompts and output length, no stop token, so both run
   every step.
@@ -48,7 +48,7 @@ def _token_batches(count, batch, length, vocabulary_size, seed=0):
 def _compile(model, jit_compile):
     ours = isinstance(model, (kt.CausalLM, kt.MaskedLM))
     model.compile(
-        optimizer=keras.optimizers.Adam(**ADAM),
+        optimizer=(kt.optimizers.Adam if ours else keras.optimizers.Adam)(**ADAM),
         loss=kt.LabelSmoothedCrossEntropy(0.0) if ours else keras_hub_loss(),
         jit_compile=jit_compile,
     )

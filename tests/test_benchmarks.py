@@ -206,7 +206,8 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
                           cwd=os.path.dirname(os.path.dirname(__file__)), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout
-    sides = [("ours", "keras-hub, Keras's sparse cross-entropy"), ("ours", "keras-hub, our loss"),
+    sides = [("ours", "keras-hub, Keras's sparse cross-entropy"),
+             ("ours", "keras-hub, our loss and Adam"),
              ("ours", "torch nn.Transformer"),
              ("float32", "mixed_bfloat16"), ("cached", "uncached"),
              ("ours", "keras-hub BeamSampler, our model"),

@@ -56,8 +56,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     one elementwise pass from the saved `logsumexp(z)`, instead of the
     autodiff of each reduction (several passes over `(batch, seq, V)`),
     and `z[y]` is a gather whose gradient is never taken (both faster on
-    every backend; docs/RESULTS.md). Positions whose label is `pad_id` are ignored, and the result is the mean
-    over real (non-pad) tokens, weighted by `sample_weight` if given.
+    every backend; docs/RESULTS.md). Positions whose label is `pad_id`
+    are ignored, and the result is the mean over real (non-pad) tokens,
+    weighted by `sample_weight` if given.
 
     Where the softmax comes from depends on the backend. XLA (JAX,
     TensorFlow) fuses `exp(z - logsumexp(z))` into the gradient's single
