@@ -23,9 +23,9 @@ def _gradient_in_place(softmax, labels, upstream, epsilon):
     """PyTorch: `(softmax - smoothed one-hot) * upstream`, written into the
     `(batch, seq, V)` softmax, which nothing else holds: two passes over
     it, where the backend-agnostic form (a comparison with every class,
-    a select, a subtraction and a product) makes four and two new tensors
-    (20-25 ms of a 0.8 s training step at the `small` preset's size;
-    docs/RESULTS.md)."""
+    a select, a subtraction and a product) makes four passes and two new
+    tensors: about 30 ms of a 0.8 s training step at the `small` preset's
+    size (docs/RESULTS.md)."""
     import torch
 
     vocabulary_size = softmax.shape[-1]

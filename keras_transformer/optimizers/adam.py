@@ -23,10 +23,10 @@ class Adam(keras.optimizers.Adam):
     are one `torch._foreach_*` call each.
 
     Why: Keras's PyTorch Adam runs about ten list-wide elementwise ops per
-    update, each a pass over every weight and its moments; for the
-    `small` preset's 7.6M weights that is 43-75 ms of an 840 ms step on a
-    2-core CPU, the fused kernel 6-9 ms (docs/RESULTS.md). TensorFlow and
-    JAX compile Keras's own update into the step; there this class is
+    update, each a pass over every weight and its moments; at the `small`
+    preset's size the fused kernel takes a quarter of their time, 3-4% of
+    a CPU training step (docs/RESULTS.md). TensorFlow and JAX compile
+    Keras's own update into the step; there this class is
     `keras.optimizers.Adam`.
 
     PyTorch adds epsilon to the bias-corrected root of the second moment,
