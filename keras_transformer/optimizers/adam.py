@@ -40,9 +40,11 @@ class Adam(keras.optimizers.Adam):
         import torch
 
         step = int(self.iterations) + 1  # Keras's t (the kernel's bias corrections)
-        indices = [self._get_variable_index(v) for v in variables]
+        lr = float(learning_rate)
+        eps = self.epsilon / math.sqrt(1 - self.beta_2**step)
         groups = {}  # the kernel takes one device and dtype per call
-        for variable, grad, i in zip(variables, grads, indices):
+        for variable, grad in zip(variables, grads):
+            i = self._get_variable_index(variable)
             group = groups.setdefault((variable.value.device, variable.value.dtype),
                                       ([], [], [], [], []))
             group[0].append(variable.value)
@@ -56,10 +58,9 @@ class Adam(keras.optimizers.Adam):
                 t = torch.tensor(float(step), device=device)
                 torch._fused_adam_(
                     params, group_grads, m, v, v_hat, [t] * len(params),
-                    lr=float(learning_rate), beta1=self.beta_1, beta2=self.beta_2,
+                    lr=lr, beta1=self.beta_1, beta2=self.beta_2,
                     weight_decay=0.0,  # Keras decays the weights before the update
-                    eps=self.epsilon / math.sqrt(1 - self.beta_2**step),
-                    amsgrad=self.amsgrad, maximize=False)
+                    eps=eps, amsgrad=self.amsgrad, maximize=False)
 
     def _update_model_variables_moving_average(self, trainable_variables):
         if not (self.use_ema and _fused()):
