@@ -63,3 +63,17 @@ def test_keras_file_restores_weights_optimizer_and_schedule(tmp_path):
     after = restored.train_on_batch(x, y, return_dict=True)["loss"]
     assert after == pytest.approx(before, rel=1e-5)
     np.testing.assert_allclose(to_numpy(restored(x)), to_numpy(model(x)), atol=1e-5)
+
+
+def test_the_first_fit_traces_its_training_step_once():
+    # On TensorFlow Keras would create the optimizer's variables inside the
+    # step's `tf.function`, which then traces twice; ours creates them first.
+    x, y = copy_reverse_task(128, seed=0)
+    model = compile_tiny(jit_compile="auto", num_layers=1)
+    traces = []
+    step = model.train_step
+    model.train_step = lambda *args: (traces.append(args), step(*args))[1]
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0)  # 2 steps
+    # PyTorch runs the Python step at every step; the others trace it once.
+    assert len(traces) == (2 if keras.backend.backend() == "torch" else 1)
+    assert int(to_numpy(model.optimizer.iterations)) == 2
