@@ -54,10 +54,9 @@ class ModelBase(keras.Model):
         training step is traced, as loading a `.keras` file does.
 
         Without a distribution strategy Keras creates them inside the first
-        step's `tf.function`, which must then be traced twice: the `tiny`
-        preset's first `fit` step took 23.3 s that way and 10.6 s with the
-        variables made first (docs/RESULTS.md). JAX and PyTorch create
-        them before their first step anyway.
+        step's `tf.function`, which must then be traced twice, about
+        doubling the first step's time (docs/RESULTS.md). JAX and PyTorch
+        create them before their first step anyway.
         """
         if (keras.backend.backend() == "tensorflow" and self.optimizer is not None
                 and not self.optimizer.built):
