@@ -32,6 +32,10 @@ class Adam(keras.optimizers.Adam):
     PyTorch adds epsilon to the bias-corrected root of the second moment,
     Keras to the uncorrected one, so the kernel is given
     `epsilon / sqrt(1 - beta_2^t)`: the same update.
+
+    With `use_ema=True` a model can be fitted again on JAX, where a second
+    `fit` with Keras's own Adam fails once the first has written the
+    moving average into the weights.
     """
 
     def _backend_update_step(self, grads, variables, learning_rate):
@@ -77,6 +81,16 @@ class Adam(keras.optimizers.Adam):
         momentum = self.ema_momentum if int(self.iterations) else 0.0
         with torch.no_grad():
             torch._foreach_lerp_(averages, weights, 1.0 - momentum)
+
+    def _overwrite_model_variables_with_average_value(self, trainable_variables):
+        # At the end of `fit` Keras assigns each moving average to its
+        # weight. On JAX the two then share one buffer, and the next `fit`,
+        # which donates both to its compiled step, fails ("donate the same
+        # buffer twice"): each weight gets a copy of its own.
+        super()._overwrite_model_variables_with_average_value(trainable_variables)
+        if keras.backend.backend() == "jax":
+            for variable in trainable_variables:
+                variable.assign(keras.ops.copy(variable.value))
 
     def _backend_increment_gradient_accumulators(self, grads, acc_grads):
         if not _fused():

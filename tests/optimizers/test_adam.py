@@ -112,3 +112,37 @@ def test_saves_and_loads_with_its_state(tmp_path):
     assert restored.optimizer.get_config() == model.optimizer.get_config()
     for a, b in zip(restored.optimizer.variables, model.optimizer.variables):
         np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+
+
+def test_a_second_fit_continues_the_moving_average():
+    # Keras's own Adam fails in the second `fit` on JAX: the first has made
+    # each weight and its average one buffer, which the step donates twice.
+    momentum = 0.5
+    model = kt.Transformer(vocabulary_size=40, num_layers=1, d_model=16, num_heads=2,
+                           d_ff=32, dropout_rate=0.0, max_length=16)
+    model.compile(optimizer=kt.optimizers.Adam(1e-2, **PAPER, use_ema=True,
+                                               ema_momentum=momentum),
+                  loss=kt.LabelSmoothedCrossEntropy(0.1))
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1, 40, (3, 4, 6)).astype("int32")
+    inputs = {"encoder_token_ids": ids[0], "decoder_token_ids": ids[1]}
+    # One step an epoch: the raw weights after every step (on JAX they are
+    # only synced back to the variables between epochs).
+    steps = []
+    record = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: steps.append(model.get_weights()))
+    model.fit(inputs, ids[2], batch_size=4, epochs=3, callbacks=[record], verbose=0)
+    after_first = model.get_weights()
+    model.fit(inputs, ids[2], batch_size=4, epochs=3, callbacks=[record], verbose=0)
+    assert int(model.optimizer.iterations) == len(steps) == 6
+    # Keras's rule across both fits: the average starts at the first step's
+    # weights, then average = m * average + (1 - m) * weights; each `fit`
+    # ends with the weights set to it, and the second starts from there.
+    averages = [steps[0]]
+    for weights in steps[1:]:
+        averages.append([momentum * a + (1 - momentum) * w
+                         for a, w in zip(averages[-1], weights)])
+    for got, expected in ((after_first, averages[2]), (model.get_weights(), averages[5])):
+        for a, b in zip(got, expected):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(steps[5][0], averages[5][0])  # the average is not the last step
