@@ -52,6 +52,17 @@ def numpy_softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
+def numpy_moving_averages(steps, momentum):
+    """Keras's `use_ema` rule over `steps`, each a list of weights: the
+    average starts at the first step's weights, then average = m * average
+    + (1 - m) * weights after every step. Returns the average after each."""
+    averages = [steps[0]]
+    for weights in steps[1:]:
+        averages.append([momentum * a + (1 - momentum) * w
+                         for a, w in zip(averages[-1], weights)])
+    return averages
+
+
 def numpy_attention(layer, query, value, mask, key=None):
     """Reference multi-head attention with the weights of `layer`.
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from tests.helpers import to_numpy
+from tests.helpers import numpy_moving_averages, to_numpy
 
 PAPER = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 SHAPES = [(3, 4), (4,), (2, 3, 2)]
@@ -70,10 +70,14 @@ def test_weights_of_two_dtypes_update_as_keras_adam():
                        _train(theirs, dtypes=dtypes))
 
 
+def _transformer():
+    return kt.Transformer(vocabulary_size=40, num_layers=1, d_model=16, num_heads=2,
+                          d_ff=32, dropout_rate=0.0, max_length=16)
+
+
 def _fit(optimizer):
     keras.utils.set_random_seed(0)
-    model = kt.Transformer(vocabulary_size=40, num_layers=1, d_model=16, num_heads=2,
-                           d_ff=32, dropout_rate=0.0, max_length=16)
+    model = _transformer()
     model.compile(optimizer=optimizer, loss=kt.LabelSmoothedCrossEntropy(0.1))
     rng = np.random.default_rng(2)
     ids = rng.integers(1, 40, (3, 8, 6)).astype("int32")
@@ -118,8 +122,7 @@ def test_a_second_fit_continues_the_moving_average():
     # Keras's own Adam fails in the second `fit` on JAX: the first has made
     # each weight and its average one buffer, which the step donates twice.
     momentum = 0.5
-    model = kt.Transformer(vocabulary_size=40, num_layers=1, d_model=16, num_heads=2,
-                           d_ff=32, dropout_rate=0.0, max_length=16)
+    model = _transformer()
     model.compile(optimizer=kt.optimizers.Adam(1e-2, **PAPER, use_ema=True,
                                                ema_momentum=momentum),
                   loss=kt.LabelSmoothedCrossEntropy(0.1))
@@ -135,13 +138,9 @@ def test_a_second_fit_continues_the_moving_average():
     after_first = model.get_weights()
     model.fit(inputs, ids[2], batch_size=4, epochs=3, callbacks=[record], verbose=0)
     assert int(model.optimizer.iterations) == len(steps) == 6
-    # Keras's rule across both fits: the average starts at the first step's
-    # weights, then average = m * average + (1 - m) * weights; each `fit`
-    # ends with the weights set to it, and the second starts from there.
-    averages = [steps[0]]
-    for weights in steps[1:]:
-        averages.append([momentum * a + (1 - momentum) * w
-                         for a, w in zip(averages[-1], weights)])
+    # Keras's rule runs across both fits; each `fit` ends with the weights
+    # set to the average, and the second starts from there.
+    averages = numpy_moving_averages(steps, momentum)
     for got, expected in ((after_first, averages[2]), (model.get_weights(), averages[5])):
         for a, b in zip(got, expected):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

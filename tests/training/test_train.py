@@ -32,6 +32,7 @@ from keras_transformer.training.train import (
     load_splits,
 )
 from keras_transformer.translator import Translator
+from tests.helpers import numpy_moving_averages
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +117,7 @@ def test_training_ends_with_the_moving_average_of_the_weights(momentum):
     record = keras.callbacks.LambdaCallback(
         on_epoch_end=lambda epoch, logs: steps.append(model.get_weights()))
     model.fit(inputs, labels, batch_size=4, epochs=4, callbacks=[record], verbose=0)
-    # Keras's rule: the average starts at the first step's weights, then
-    # average = m * average + (1 - m) * weights after every step.
-    expected = steps[0]
-    for weights in steps[1:]:
-        expected = [momentum * a + (1 - momentum) * w for a, w in zip(expected, weights)]
+    expected = numpy_moving_averages(steps, momentum)[-1]
     assert not np.allclose(steps[-1][0], steps[-2][0])  # the weights did move
     for final, average in zip(model.get_weights(), expected):
         np.testing.assert_allclose(final, average, rtol=1e-5, atol=1e-6)
