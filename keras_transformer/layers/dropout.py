@@ -83,14 +83,24 @@ class Dropout(keras.layers.Layer):
 
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
-        check_rate("rate", rate)
         self.rate = rate
         self.seed = seed
-        # The largest 16-bit uniform that is kept, plus one.
-        self.threshold = round((1.0 - rate) * _LEVELS)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         self.built = True
+
+    @property
+    def rate(self):
+        return self._rate
+
+    @rate.setter
+    def rate(self, rate):
+        """A new rate applies to the next call, and to a compiled training
+        step once it is traced again (`ModelBase.set_dropout_rate`)."""
+        check_rate("rate", rate)
+        self._rate = rate
+        # The largest 16-bit uniform that is kept, plus one.
+        self.threshold = round((1.0 - rate) * _LEVELS)
 
     def call(self, inputs, training=False):
         if not training or self.threshold == _LEVELS:

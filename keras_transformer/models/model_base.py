@@ -6,6 +6,9 @@ import inspect
 
 import keras
 
+from keras_transformer.checks import check_rate
+from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.models.presets import get_preset
 
 
@@ -62,6 +65,21 @@ class ModelBase(keras.Model):
                 and not self.optimizer.built):
             self.optimizer.build(self.trainable_variables)
         return super().make_train_function(force)
+
+    def set_dropout_rate(self, rate):
+        """Sets `P_drop` (section 5.4): the rate of every dropout but the
+        attention weights', and the `dropout_rate` that the model and its
+        blocks save. `fit` uses it from its next step once the training
+        step is traced again (`make_train_function(force=True)`)."""
+        check_rate("dropout_rate", rate)
+        layers = list(self._flatten_layers())  # this model and every layer in it
+        attention = {id(layer.dropout_layer) for layer in layers
+                     if isinstance(layer, MultiHeadAttention) and layer.built}
+        for layer in layers:
+            if isinstance(layer, Dropout) and id(layer) not in attention:
+                layer.rate = rate
+            elif hasattr(layer, "dropout_rate"):
+                layer.dropout_rate = rate
 
     @classmethod
     def from_preset(cls, name, **overrides):

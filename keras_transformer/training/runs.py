@@ -180,7 +180,9 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
             stream of training batches from that epoch's first batch on.
         batches_per_epoch: int, the batches of an epoch.
         budget: the run's `TrainingBudget`.
-        callbacks: more callbacks, after the budget (e.g. `BudgetDecay`).
+        callbacks: more callbacks, after the budget and before the
+            checkpoints, which keep what they change at an epoch's end
+            (e.g. `BudgetDecay`, `BudgetDropout`).
     """
     batches = resume_from[0] if resume_from else 0
     epoch, batch = divmod(batches, batches_per_epoch)
@@ -193,8 +195,8 @@ def fit_with_checkpoints(config, resume_from, build, train_stream, batches_per_e
     progress = StepProgress(min(planned, budget.max_batches or planned) - batches,
                             config.max_minutes * 60.0, quiet=config.quiet,
                             epochs=config.epochs)
-    callbacks = [checkpoints, keras.callbacks.TensorBoard(
-        os.path.join(config.run_dir, "logs")), log, budget, *callbacks, progress]
+    callbacks = [budget, *callbacks, checkpoints, keras.callbacks.TensorBoard(
+        os.path.join(config.run_dir, "logs")), log, progress]
     with scope or contextlib.nullcontext():
         if resume_from:
             model = load_model_file(resume_from[1])

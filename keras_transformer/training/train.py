@@ -47,6 +47,7 @@ from keras_transformer.optimizers import transformer_adam
 from keras_transformer.progress import Progress
 from keras_transformer.schedules import WarmupSchedule
 from keras_transformer.training.budget_decay import BudgetDecay
+from keras_transformer.training.budget_dropout import BudgetDropout
 from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
 from keras_transformer.training.runs import (
     TrainingBudget,
@@ -102,7 +103,10 @@ class TrainConfig:
     # the paper's without either).
     learning_rate_decay: Literal["linear", "paper"] = "linear"
     label_smoothing: float | None = None  # None = the preset's epsilon_ls (0.1; D3 0, D4 0.2)
-    dropout_rate: float | None = None  # None = the preset's
+    # Residual dropout. "auto": none for 2 epochs, then the rate for the
+    # epochs the budget holds (BudgetDropout; 0 below 20, 0.1 from 30);
+    # None: the preset's; or a rate.
+    dropout_rate: Literal["auto"] | float | None = "auto"
     keep_checkpoints: int = 5
     # Besides one at every epoch's end and when the time budget stops a
     # run: the paper's every 10 minutes, and every N batches (0 = off).
@@ -144,7 +148,8 @@ _PAPER = dict(
     source_language="en", target_language="de", vocabulary_size=37000,
     tokens_per_batch=6250, gradient_accumulation_steps=4, max_length=256,
     epochs=1000, max_minutes=0.0, warmup_steps=4000, peak_learning_rate=0.0,
-    learning_rate_decay="paper", ema_momentum=0.0, checkpoint_every_minutes=10.0,
+    learning_rate_decay="paper", dropout_rate=None, ema_momentum=0.0,
+    checkpoint_every_minutes=10.0,
     beam_size=4, alpha=0.6, eval_sentences=0, tokenized_bleu=True)
 RECIPES = {
     "paper-base": dict(_PAPER, preset="base", run_dir="runs/paper_base", max_updates=100_000,
@@ -188,8 +193,8 @@ def label_smoothing(config):
 def build_model(config, vocabulary_size, jit_compile):
     overrides = {"vocabulary_size": vocabulary_size, "max_length": max(
         config.max_length, PRESETS[config.preset]["config"]["max_length"])}
-    if config.dropout_rate is not None:
-        overrides["dropout_rate"] = config.dropout_rate
+    if config.dropout_rate is not None:  # "auto" starts without (BudgetDropout)
+        overrides["dropout_rate"] = 0.0 if config.dropout_rate == "auto" else config.dropout_rate
     model = Transformer.from_preset(config.preset, dtype=config.dtype_policy, **overrides)
     optimizer = transformer_adam(model.d_model, config.warmup_steps,
                                  peak=config.peak_learning_rate or None,
@@ -304,8 +309,11 @@ def train(config):
         lambda epoch: dataset(train_pairs, shuffle=True, repeat=True, first_epoch=epoch),
         batches, with_known_length(dataset(valid_pairs)), jit_compile,
         keep=max(config.keep_checkpoints, config.average_last), budget=budget,
-        scope=parallelism.scope(), callbacks=_decay(config, budget))
+        scope=parallelism.scope(), callbacks=_decay(config, budget) + (
+            [BudgetDropout(budget, batches, config.epochs)]
+            if config.dropout_rate == "auto" else []))
     minutes = (time.monotonic() - start) / 60.0
+    dropout_rate = model.dropout_rate  # the rate it ended with
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
@@ -325,7 +333,8 @@ def train(config):
         "chrf": scores["chrf"],
         "test_sentences": len(test), "training_minutes": minutes,
         "steps": steps, "gradient_accumulation_steps": config.gradient_accumulation_steps,
-        "dtype_policy": config.dtype_policy, "alpha": translator.alpha,
+        "dtype_policy": config.dtype_policy, "dropout_rate": dropout_rate,
+        "alpha": translator.alpha,
         "alpha_validation_bleu": None if alpha_bleu is None else {
             str(a): b for a, b in alpha_bleu.items()},
         "padding_efficiency": efficiency,
@@ -378,7 +387,7 @@ def check_config(config):
     check_non_negative("alpha", config.alpha, also="auto")
     check_max_length(config.max_length)
     for name in ("ema_momentum", "label_smoothing", "dropout_rate"):
-        if getattr(config, name) is not None:
+        if getattr(config, name) not in (None, "auto"):
             check_rate(name, getattr(config, name))
     return parallelism, jit_compile
 

@@ -94,6 +94,18 @@ def test_identity_at_inference_and_at_rate_zero():
     np.testing.assert_array_equal(to_numpy(Dropout(0.0)(x, training=True)), x)
 
 
+def test_a_new_rate_draws_the_masks_of_a_layer_built_with_it():
+    x = np.ones((8, 64), "float32")
+    layer = Dropout(0.0, seed=3)
+    np.testing.assert_array_equal(to_numpy(layer(x, training=True)), x)  # draws nothing
+    layer.rate = 0.25
+    np.testing.assert_array_equal(to_numpy(layer(x, training=True)), dropped(0.25, x, seed=3))
+    assert layer.get_config()["rate"] == 0.25
+    with pytest.raises(ValueError, match="rate=1.5"):
+        layer.rate = 1.5
+    assert layer.rate == 0.25
+
+
 def test_config_roundtrip_and_bad_rate():
     clone = assert_config_roundtrip(Dropout(0.2, seed=7, name="residual_dropout"))
     assert (clone.rate, clone.seed) == (0.2, 7)

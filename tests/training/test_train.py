@@ -250,7 +250,7 @@ def test_train_command_takes_auto_or_a_number_for_alpha(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--jit-compile", "maybe"], "--jit-compile: expected auto or true or false; got 'maybe'"),
     (["--long-pairs", "cut"], "--long-pairs: expected drop or truncate; got 'cut'"),
-    (["--dropout-rate", "high"], "--dropout-rate: expected a number; got 'high'"),
+    (["--dropout-rate", "high"], "--dropout-rate: expected auto or a number; got 'high'"),
     (["--epochs", "2.5"], "--epochs: expected an integer; got '2.5'"),
 ])
 def test_train_flags_are_parsed_by_their_types(argv, message, capsys):

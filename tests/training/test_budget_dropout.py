@@ -1,0 +1,76 @@
+import csv
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras_transformer as kt
+from keras_transformer.layers import Dropout
+from keras_transformer.model_files import load_model_file
+from keras_transformer.training import TrainConfig
+from keras_transformer.training.budget_dropout import BudgetDropout, rate_for_epochs
+from keras_transformer.training.runs import (
+    TrainingBudget, fit_with_checkpoints, resolve_jit_compile)
+from tests.helpers import to_numpy
+
+
+def test_the_rate_steps_up_with_the_epochs():
+    assert [rate_for_epochs(epochs) for epochs in (0, 8, 19.9, 20, 29.9, 30, 1000)] == [
+        0.0, 0.0, 0.0, 0.05, 0.05, 0.1, 0.1]
+
+
+def test_the_epochs_are_projected_from_the_pace_of_the_last_interval():
+    dropout = BudgetDropout(TrainingBudget(0), batches_per_epoch=100, epochs=40)
+    # 10% of the budget went on the last 100 batches: 800 more after 200
+    assert dropout.project((100, 0.1), (200, 0.2)) == pytest.approx(10.0)
+    assert dropout.project((100, 0.01), (200, 0.02)) == 40  # the epochs end first
+    assert dropout.project((0, 0.0), (200, 0.0)) == 40  # no budget
+
+
+@pytest.mark.parametrize("name, value", [
+    ("batches_per_epoch", 0), ("epochs", 2.5), ("after", -1)])
+def test_bad_settings_are_refused(name, value):
+    settings = dict(batches_per_epoch=10, epochs=40, after=2) | {name: value}
+    with pytest.raises(ValueError, match=f"{name}={value!r}"):
+        BudgetDropout(TrainingBudget(0), **settings)
+
+
+def test_the_rate_is_traced_into_the_step_and_saved_with_the_epoch(tmp_path):
+    """With the weights held still (a learning rate of 0), epoch 1's
+    training loss is the loss without dropout, and epochs 2 and 3 give the
+    losses of the model called eagerly at rate 0.1 with the same random
+    state: the compiled step uses the new rate's masks."""
+    keras.utils.set_random_seed(0)
+    model = kt.Transformer.from_preset("tiny", vocabulary_size=50, dropout_rate=0.0)
+    loss = kt.LabelSmoothedCrossEntropy(epsilon=0.0)
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=loss,
+                  jit_compile=resolve_jit_compile("auto"))  # `train`'s path
+    rng = np.random.default_rng(0)
+    inputs = {"encoder_token_ids": rng.integers(3, 50, (4, 9)).astype("int32"),
+              "decoder_token_ids": rng.integers(3, 50, (4, 8)).astype("int32")}
+    labels = rng.integers(3, 50, (4, 8)).astype("int32")
+    dropouts = [layer for layer in model._flatten_layers() if isinstance(layer, Dropout)]
+    states = [to_numpy(layer.seed_generator.state) for layer in dropouts]
+    config = TrainConfig(run_dir=str(tmp_path), epochs=3, max_minutes=0, quiet=True)
+    budget = TrainingBudget(0)  # none: the rate is the one for `epochs` = 30
+    dropout = BudgetDropout(budget, batches_per_epoch=1, epochs=30, after=1)
+    fit_with_checkpoints(
+        config, None, lambda: model,
+        lambda epoch: tf.data.Dataset.from_tensors((inputs, labels)).repeat(), 1, None,
+        jit_compile=False, keep=3, budget=budget, callbacks=[dropout])
+
+    assert (dropout.projected_epochs, dropout.rate, model.dropout_rate) == (30, 0.1, 0.1)
+    with open(tmp_path / "history.csv") as f:
+        losses = [float(row["loss"]) for row in csv.DictReader(f)]
+    expected = [float(to_numpy(loss(labels, model(inputs))))]
+    for layer, state in zip(dropouts, states):
+        layer.seed_generator.state.assign(state)
+    expected += [float(to_numpy(loss(labels, model(inputs, training=True)))) for _ in range(2)]
+    np.testing.assert_allclose(losses, expected, rtol=1e-5)
+    assert min(abs(expected[0] - e) for e in expected[1:]) > 1e-3  # dropout shows
+    # The checkpoint of epoch 1's end, which a resumed run starts from, has the rate.
+    saved = load_model_file(tmp_path / "checkpoints" / "ckpt-000000001.keras")
+    assert saved.dropout_rate == 0.1
+    assert {layer.rate for layer in saved._flatten_layers() if isinstance(layer, Dropout)} == {
+        0.1, 0.0}  # the attention weights' dropout stays 0
