@@ -185,7 +185,7 @@ def side_by_side(minutes=10.0, eval_sentences=1000, seed=0, run_dir=None):
     peaks.append(read_peak())
     baseline = run_baseline(minutes=minutes, eval_sentences=eval_sentences, seed=seed)
     peaks.append(read_peak())
-    demo = {k: demo[k] for k in ("bleu", "chrf", "steps", "training_minutes")}
+    demo = {k: demo[k] for k in ("bleu", "chrf", "steps", "training_minutes", "dropout_rate")}
     demo["matmul_peak_flops"], baseline["matmul_peak_flops"] = peaks[:2], peaks[1:]
     return {"demo": demo, "baseline": baseline,
             "bleu_ratio": demo["bleu"] / max(baseline["bleu"], 1e-9),
@@ -211,7 +211,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.demo:
         result = side_by_side(args.minutes, args.eval_sentences, args.seed)
-        print(_summary("demo:    ", result["demo"]))
+        print(_summary("demo:    ", result["demo"])
+              + f", residual dropout {result['demo']['dropout_rate']}")
         print(_summary("baseline:", result["baseline"]))
         print(f"ratios: BLEU {result['bleu_ratio']:.2f}x, chrF {result['chrf_ratio']:.2f}x")
     else:

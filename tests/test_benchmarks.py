@@ -291,7 +291,8 @@ def test_side_by_side_reads_the_peak_around_each_run(monkeypatch, capsys):
     def run(name, bleu):
         def fake(config=None, **kwargs):
             events.append(name)
-            return {"bleu": bleu, "chrf": 2 * bleu, "steps": 10, "training_minutes": 1.0}
+            return {"bleu": bleu, "chrf": 2 * bleu, "steps": 10, "training_minutes": 1.0,
+                    "dropout_rate": 0.05}
         return fake
 
     monkeypatch.setattr(baseline, "matmul_peak_reader", reader)
@@ -303,7 +304,8 @@ def test_side_by_side_reads_the_peak_around_each_run(monkeypatch, capsys):
     assert result["baseline"]["matmul_peak_flops"] == [2e11, 4e11]
     assert result["bleu_ratio"] == 1.5 and result["chrf_ratio"] == 1.5
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("demo:") and lines[0].endswith("matmul peak 100-200 GFLOP/s")
+    assert lines[0].startswith("demo:") and lines[0].endswith(
+        "matmul peak 100-200 GFLOP/s, residual dropout 0.05")
     assert lines[1].endswith("matmul peak 200-400 GFLOP/s")
     assert lines[2] == "ratios: BLEU 1.50x, chrF 1.50x"
 
