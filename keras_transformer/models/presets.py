@@ -54,8 +54,8 @@ PRESETS = {
     "tiny": _cpu_row("2 layers, d_model 64: for tests and quick CPU demos.",
                      num_layers=2, d_model=64, num_heads=4, d_ff=256),
     # No residual dropout of its own: `train` sets the rate for the epochs
-    # its budget holds (BudgetDropout), as `mini` overfits only after about
-    # 20 epochs of the shipped corpus. One encoder
+    # its budget holds (BudgetDropout), as `mini` needs dropout only past
+    # about 15 epochs of the shipped corpus. One encoder
     # layer: steps 15% shorter than 2 + 2 and a better translator in the
     # same minutes; a single decoder layer is far worse (docs/RESULTS.md).
     "mini": _cpu_row("1 encoder and 2 decoder layers, d_model 96: the demo's "

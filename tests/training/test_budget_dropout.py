@@ -16,7 +16,7 @@ from tests.helpers import to_numpy
 
 
 def test_the_rate_steps_up_with_the_epochs():
-    assert [rate_for_epochs(epochs) for epochs in (0, 8, 19.9, 20, 29.9, 30, 1000)] == [
+    assert [rate_for_epochs(epochs) for epochs in (0, 11, 14.9, 15, 29.9, 30, 1000)] == [
         0.0, 0.0, 0.0, 0.05, 0.05, 0.1, 0.1]
 
 
