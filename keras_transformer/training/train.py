@@ -104,8 +104,8 @@ class TrainConfig:
     learning_rate_decay: Literal["linear", "paper"] = "linear"
     label_smoothing: float | None = None  # None = the preset's epsilon_ls (0.1; D3 0, D4 0.2)
     # Residual dropout. "auto": none for 2 epochs, then the rate for the
-    # epochs the budget holds (BudgetDropout; 0 below 15, 0.05 from 15,
-    # 0.1 from 30); None: the preset's; or a rate.
+    # epochs the budget holds (BudgetDropout, its table `RATES`); None:
+    # the preset's; or a rate.
     dropout_rate: Literal["auto"] | float | None = "auto"
     keep_checkpoints: int = 5
     # Besides one at every epoch's end and when the time budget stops a
