@@ -110,18 +110,27 @@ def _program(command):
 def _add_train_arguments(parser, command):
     # A flag left out is absent from the parsed arguments (SUPPRESS), so a
     # recipe's values give way to the flags given.
+    from keras_transformer.training.options import field_help
+
     config_class, _, recipes = _program(command)
     annotations = typing.get_type_hints(config_class)
     for field in dataclasses.fields(config_class):
         flag = "--" + field.name.replace("_", "-")
         annotation = annotations[field.name]
+        text = field_help(config_class, field.name)
         if annotation is bool:
             parser.add_argument(flag, action="store_true", default=argparse.SUPPRESS,
-                                help=f"(default: {field.default})")
-        else:
-            parse = _value_parser(annotation, field.metadata.get("check"))
-            parser.add_argument(flag, type=parse, default=argparse.SUPPRESS,
-                                help=f"(default: {field.default})")
+                                help=text)
+            continue
+        if field.default is not None and "(default:" not in text:
+            text += f" (default: {field.default})"
+        # A few choices name themselves in place of the metavar: {drop,truncate}.
+        choices = (typing.get_args(annotation)
+                   if typing.get_origin(annotation) is typing.Literal else ())
+        parser.add_argument(flag, type=_value_parser(annotation, field.metadata.get("check")),
+                            default=argparse.SUPPRESS, help=text,
+                            metavar="{%s}" % ",".join(choices) if 1 < len(choices) <= 4
+                            else None)
     if recipes:
         parser.add_argument("--recipe", choices=sorted(recipes), default=argparse.SUPPRESS,
                             help="start from a named set of settings; the flags given "
@@ -249,26 +258,32 @@ def build_parser():
     translate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
     translate.add_argument("--input", help="a file of sentences (default: stdin)")
     translate.add_argument("--beam-size", type=positive_int("beam_size"),
-                           help="(default: the run's, else 4)")
+                           help="beams of the search (default: the run's, else 4)")
     translate.add_argument("--alpha", type=_value_parser(
         float, lambda value: check_non_negative("alpha", value)),
-        help="(default: the run's, else 0.6)")
+        help="the length penalty (default: the run's, else 0.6)")
     translate.add_argument("--batch-size", type=positive_int("batch_size"), default=64,
                            help="lines read and decoded together (default: 64)")
     generate = commands.add_parser("generate", parents=[debug],
                                    help="continue each line of stdin or a file (train-lm runs)")
     generate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
     generate.add_argument("--input", help="a file of prompts (default: stdin)")
-    generate.add_argument("--new-tokens", type=positive_int("new_tokens"), default=32)
-    generate.add_argument("--top-k", type=positive_int("top_k"), default=10)
-    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--new-tokens", type=positive_int("new_tokens"), default=32,
+                          help="tokens added to each prompt (default: 32)")
+    generate.add_argument("--top-k", type=positive_int("top_k"), default=10,
+                          help="sample among the k likeliest tokens (default: 10)")
+    generate.add_argument("--seed", type=int, default=0,
+                          help="the sampler's seed (default: 0)")
     generate.add_argument("--batch-size", type=positive_int("batch_size"), default=16,
                           help="lines read and continued together (default: 16)")
     average = commands.add_parser("average", parents=[debug],
                                   help="average the last checkpoints")
-    average.add_argument("checkpoint_dir")
-    average.add_argument("--last", type=positive_int("last"), default=5)
-    average.add_argument("-o", "--output", required=True)
+    average.add_argument("checkpoint_dir", help="a run's checkpoints directory")
+    average.add_argument("--last", type=positive_int("last"), default=5,
+                         help="checkpoints averaged, the newest (default: 5)")
+    average.add_argument("-o", "--output", required=True,
+                         help="the .keras file written: the newest checkpoint's model "
+                              "with the mean weights")
     return parser
 
 

@@ -22,6 +22,7 @@ from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.tokenizer import load_tokenizer, train_tokenizer
 from keras_transformer.models import Transformer
 from keras_transformer.training import TrainConfig
+from keras_transformer.training.options import field_help, option
 from keras_transformer.translator import Translator
 
 RESULTS = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "RESULTS.md")
@@ -210,6 +211,64 @@ def test_every_numeric_setting_refuses_a_negative_value_before_any_work(
                                  monkeypatch, capsys)
         assert status == 2 and f"`{field.name}` must be" in err, (flag, err)
     assert os.listdir(tmp_path) == []
+
+
+def _help_entries(command, monkeypatch, capsys):
+    """`{flag or argument: its entry in --help}`, the name and its help on
+    one line."""
+    monkeypatch.setenv("COLUMNS", "1000")  # no wrapped lines
+    status, out, _ = run_cli([command, "--help"], None, monkeypatch, capsys)
+    assert status == 0
+    entries = {}
+    for line in out.split("arguments:" if "positional" in out else "options:",
+                          1)[1].splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name = line.split()[0]
+            entries[name] = line.strip()
+        elif line.strip() and not line.endswith(":"):
+            entries[name] += " " + line.strip()
+    return entries
+
+
+@pytest.mark.parametrize("command", ["translate", "generate", "average"])
+def test_every_argument_of_the_other_commands_has_a_help_line(command, monkeypatch, capsys):
+    entries = _help_entries(command, monkeypatch, capsys)
+    assert "--debug" in entries and len(entries) >= 4
+    for name, entry in entries.items():
+        words = entry.replace(",", " ").split()
+        described = [w for w in words if not w.startswith("-") and not w.isupper()]
+        assert len(described) >= 2, entry
+
+
+@pytest.mark.parametrize("command", sorted(cli.PROGRAMS))
+def test_help_describes_every_flag_with_its_default(command, monkeypatch, capsys):
+    config_class = cli._program(command)[0]
+    lines = _help_entries(command, monkeypatch, capsys)
+    for field in dataclasses.fields(config_class):
+        line = lines["--" + field.name.replace("_", "-")]
+        assert field_help(config_class, field.name) in line, line
+        if field.default is not None and not isinstance(field.default, bool):
+            assert line.endswith(")") and "(default: " in line, line
+    if command == "train":
+        assert re.search(r"--long-pairs \{drop,truncate\} +what happens to a pair longer",
+                         lines["--long-pairs"])
+        assert lines["--dropout-rate"].endswith(
+            "0.05 from 15, 0.1 from 30; or a rate (default: auto)")
+
+
+def test_a_field_without_a_help_line_is_refused_and_a_subclass_keeps_the_base_line():
+    @dataclasses.dataclass
+    class Base:
+        size: int = option(3, "how many")
+        bare: int = 0
+
+    @dataclasses.dataclass
+    class Derived(Base):
+        size: int = 4
+
+    assert field_help(Derived, "size") == "how many"
+    with pytest.raises(ValueError, match=r"Base.bare has no help line"):
+        field_help(Base, "bare")
 
 
 @pytest.mark.parametrize("command", sorted(cli.PROGRAMS))

@@ -39,6 +39,7 @@ from keras_transformer.training.language_model_run import (
     run_tokenizer,
     sides,
 )
+from keras_transformer.training.options import option
 from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
 from keras_transformer.training.train import held_out_splits, load_splits
 
@@ -49,13 +50,13 @@ class FinetuneConfig(LanguageModelConfig):
     classifier on the shipped Bible corpus for two minutes; `--corpus
     labelled:PATH` reads a user's labelled examples instead."""
 
-    # A `pretrain-mlm` run directory, whose encoder and tokenizer are used;
-    # None trains the preset's encoder from scratch, with a new tokenizer.
-    pretrained: str | None = None
+    pretrained: str | None = option(
+        None, "a pretrain-mlm run directory, whose encoder and tokenizer are used "
+              "(default: the preset's encoder from scratch, with a new tokenizer)")
     run_dir: str = "runs/bert_pairs"
     preset: Literal[tuple(ENCODER_PRESETS)] = "bert_tiny"  # from scratch only
     max_minutes: float = 2.0
-    batch_size: int = 32
+    batch_size: int = option(32, "examples a batch")
 
     def check(self):
         check_positive_int("batch_size", self.batch_size)

@@ -12,6 +12,7 @@ from keras_transformer.data.pipeline import with_known_length
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.optimizers import transformer_adam
+from keras_transformer.training.options import CorpusOptions, option
 from keras_transformer.training.runs import (
     TrainingBudget,
     fit_with_checkpoints,
@@ -31,38 +32,36 @@ RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", 
 
 
 @dataclasses.dataclass
-class LanguageModelConfig:
+class LanguageModelConfig(CorpusOptions):
     """The settings every language-model program takes; each program's
     config adds its own and its defaults (a few minutes on a 2-core CPU
     with the shipped Bible corpus)."""
 
-    # "bible", "numbers", a parallel corpus as `train` reads it, or
-    # text:PATH, a file of one text a line.
-    corpus: str = "bible"
-    target_path: str | None = None  # the target file of a Moses pair
-    source_language: str = "en"
-    target_language: str = "fr"
-    run_dir: str = "runs/language_model"
-    preset: str = ""
-    vocabulary_size: int = 2000  # SentencePiece BPE, trained on the training split
-    max_length: int = 128  # tokens a row, special tokens included
-    epochs: int = 100
-    max_minutes: float = 5.0  # training time budget (0 = none)
-    max_updates: int = 0  # stop after this many optimizer updates (0 = none)
-    warmup_steps: int = 200
-    peak_learning_rate: float = 1e-3  # caps the warmup schedule's peak
-    dropout_rate: float | None = None  # None = the preset's
-    keep_checkpoints: int = 2
-    # Besides one at every epoch's end and when the time budget stops a
-    # run: every N minutes and every N batches (0 = off).
-    checkpoint_every_minutes: float = 10.0
-    checkpoint_every_steps: int = 0
-    resume: bool = False
-    quiet: bool = False  # no progress lines
-    # "auto": XLA on JAX, and on TensorFlow with a GPU or TPU (see
-    # `runs.resolve_jit_compile`); True or False.
-    jit_compile: Literal["auto"] | bool = "auto"
-    seed: int = 0
+    corpus: str = option(
+        "bible", "bible or numbers (shipped), a parallel corpus as train reads it, or "
+                 "text:PATH, a file of one text a line")
+    run_dir: str = option("runs/language_model", "where the tokenizer, checkpoints, logs, "
+                                                 "model.keras and results.json go")
+    preset: str = option("", "the model's sizes")
+    vocabulary_size: int = option(2000, "pieces of the BPE vocabulary trained on the "
+                                        "training split")
+    max_length: int = option(128, "tokens a row, special tokens included")
+    epochs: int = option(100, "passes over the training split, at most")
+    max_minutes: float = option(5.0, "training time budget in minutes (0 = none)")
+    max_updates: int = option(0, "stop after this many optimizer updates (0 = none)")
+    warmup_steps: int = option(200, "updates of linear warmup")
+    peak_learning_rate: float = option(1e-3, "cap on the warmup schedule's peak rate "
+                                             "(0 = the paper's formula)")
+    dropout_rate: float | None = option(None, "dropout (default: the preset's)")
+    keep_checkpoints: int = option(2, "checkpoints kept in run-dir/checkpoints")
+    checkpoint_every_minutes: float = option(
+        10.0, "a checkpoint every N minutes, besides one at each epoch's end (0 = off)")
+    checkpoint_every_steps: int = option(0, "a checkpoint every N batches (0 = off)")
+    resume: bool = option(False, "continue the run in --run-dir from its newest checkpoint")
+    quiet: bool = option(False, "no progress lines")
+    jit_compile: Literal["auto"] | bool = option(
+        "auto", "XLA; auto: on JAX, and on TensorFlow with a GPU or TPU")
+    seed: int = option(0, "the weights', the data order's and dropout's seed")
 
     def check(self):
         """Fails on a bad setting before any work; returns `jit_compile`

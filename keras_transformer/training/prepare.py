@@ -29,31 +29,34 @@ from keras_transformer.data.readers import CorpusReport, iter_corpus, read_corpu
 from keras_transformer.data.tokenizer import (
     DEFAULT_VOCABULARY_SIZE, TOKENIZER_FILE, train_tokenizer)
 from keras_transformer.progress import Progress
+from keras_transformer.training.options import CorpusOptions, option
 
 TOKENIZE_CHUNK = 4096  # pairs tokenized together, on every core
 
 
 @dataclasses.dataclass
-class PrepareConfig:
+class PrepareConfig(CorpusOptions):
     """What `prepare` reads and writes; the flags come from these fields."""
 
-    corpus: str = "bible"  # "bible", "numbers", a file, a Moses prefix, tfds:NAME
-    target_path: str | None = None  # the target file of a Moses pair
-    source_language: str = "en"
-    target_language: str = "fr"
-    output_dir: str = "prepared/bible_en_fr"
-    # The validation and test sets, both or neither, read as `corpus` is
-    # (a file, a Moses prefix, tfds:NAME:SPLIT): the sets a paper reports
-    # on (WMT: newstest2013 and newstest2014); then every pair of `corpus`
-    # trains. Default: pairs held out from `corpus`.
-    valid_corpus: str | None = None
-    test_corpus: str | None = None
-    vocabulary_size: int = DEFAULT_VOCABULARY_SIZE  # the paper: about 37,000 for WMT EN-DE
-    # Sentences (both sides) SentencePiece trains on, drawn at random.
-    tokenizer_sample: int = 1_000_000
-    pairs_per_shard: int = 100_000  # a shard is shuffled in memory: ~20 MB
-    seed: int = 0
-    quiet: bool = False  # no progress lines
+    corpus: str = option("bible", "bible or numbers (shipped), a TSV, JSONL or Moses file, "
+                                  "or tfds:NAME:SPLIT")
+    output_dir: str = option("prepared/bible_en_fr", "a new directory for the shards, the "
+                                                     "tokenizer and the manifest")
+    # The sets a paper reports on (WMT: newstest2013 and newstest2014).
+    valid_corpus: str | None = option(
+        None, "the validation set, read as --corpus is; with --test-corpus, every pair of "
+              "--corpus trains (default: pairs held out from --corpus)")
+    test_corpus: str | None = option(None, "the test set, with --valid-corpus")
+    # The paper: about 37,000 for WMT EN-DE.
+    vocabulary_size: int = option(DEFAULT_VOCABULARY_SIZE, "pieces of the shared BPE "
+                                                           "vocabulary")
+    tokenizer_sample: int = option(1_000_000, "sentences (both sides) the tokenizer trains "
+                                              "on, drawn at random")
+    # A shard is shuffled in memory: about 20 MB.
+    pairs_per_shard: int = option(100_000, "pairs a shard")
+    seed: int = option(0, "the seed of the held-out pairs, the tokenizer's sample and the "
+                          "shards' order")
+    quiet: bool = option(False, "no progress lines")
 
 
 def prepare(config):

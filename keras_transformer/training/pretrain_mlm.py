@@ -28,6 +28,7 @@ from keras_transformer.training.language_model_run import (
     load_texts,
     run_tokenizer,
 )
+from keras_transformer.training.options import option
 from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
 
 
@@ -38,11 +39,12 @@ class MaskedLMConfig(LanguageModelConfig):
     got 299 steps there and learned no more than token frequencies:
     docs/RESULTS.md)."""
 
-    side: Literal["source", "target", "both"] = "both"
+    side: Literal["source", "target", "both"] = option(
+        "both", "which side of a parallel corpus is the text")
     run_dir: str = "runs/bert_bible"
     preset: Literal[tuple(ENCODER_PRESETS)] = "bert_tiny"
-    batch_size: int = 64
-    mask_rate: float = 0.15  # BERT's: tokens chosen for prediction
+    batch_size: int = option(64, "texts a batch")
+    mask_rate: float = option(0.15, "share of tokens chosen for prediction (BERT's)")
 
     def check(self):
         check_positive_int("batch_size", self.batch_size)

@@ -47,8 +47,9 @@ from keras_transformer.optimizers import transformer_adam
 from keras_transformer.progress import Progress
 from keras_transformer.schedules import WarmupSchedule
 from keras_transformer.training.budget_decay import BudgetDecay
-from keras_transformer.training.budget_dropout import BudgetDropout
+from keras_transformer.training.budget_dropout import RATES as DROPOUT_RATES, BudgetDropout
 from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
+from keras_transformer.training.options import CorpusOptions, option
 from keras_transformer.training.runs import (
     TrainingBudget,
     find_resume_point,
@@ -65,77 +66,79 @@ ALPHA_SENTENCES = 500  # validation sentences that choose alpha
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainConfig(CorpusOptions):
     """Everything `train` needs; the defaults train the `mini` preset on
     the shipped Bible corpus for ten minutes on a 2-core CPU. The command
-    line's flags are generated from these fields and their types. The
-    figures behind each default are in docs/RESULTS.md."""
+    line's flags are generated from these fields, their types and their
+    help lines. The figures behind each default are in docs/RESULTS.md."""
 
-    # "bible", "numbers", a file, a Moses prefix, tfds:NAME, or a directory
-    # from `keras-transformer prepare` (streamed, for large corpora)
-    corpus: str = "bible"
-    target_path: str | None = None  # the target file of a Moses pair
-    source_language: str = "en"
-    target_language: str = "fr"
-    run_dir: str = "runs/bible_en_fr"
-    preset: Literal[tuple(PRESETS)] = "mini"  # the best in 10 minutes of the CPU presets
-    # Shared BPE; None: DEFAULT_VOCABULARY_SIZE, or a prepared corpus's own.
-    vocabulary_size: int | None = None
+    corpus: str = option(
+        "bible", "bible or numbers (shipped), a TSV, JSONL or Moses file, tfds:NAME:SPLIT, "
+        "or a directory written by prepare (streamed, for large corpora)")
+    run_dir: str = option("runs/bible_en_fr", "where the tokenizer, checkpoints, logs, "
+                                              "model.keras and results.json go")
+    # mini: the best in 10 minutes of the CPU presets.
+    preset: Literal[tuple(PRESETS)] = option(
+        "mini", "the model's sizes: " + ", ".join(PRESETS)
+                + " (tiny to small for a CPU; the rest Table 3's rows)")
+    vocabulary_size: int | None = option(
+        None, f"pieces of the shared BPE vocabulary (default: {DEFAULT_VOCABULARY_SIZE}, "
+              "or a prepared corpus's own)")
     # The paper's 25,000 scaled to a CPU: twice the steps of 4,096 learn faster.
-    tokens_per_batch: int = 2048
-    # Batches whose mean gradient makes one update: the paper's 25,000
-    # tokens a step on one GPU (the warmup counts updates).
-    gradient_accumulation_steps: int = 1
-    # Mixed precision computes in 16 bits and keeps float32 weights;
-    # float16 adds dynamic loss scaling.
-    dtype_policy: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
-    max_length: int = 128  # tokens a side, bos/eos included
-    long_pairs: Literal["drop", "truncate"] = "drop"
-    epochs: int = 40
-    max_minutes: float = 10.0  # training time budget (0 = none)
-    max_updates: int = 0  # stop after this many optimizer updates (0 = none)
-    warmup_steps: int = 200  # 4000 in the paper, for 100K steps
-    # Caps the paper's formula, which peaks where small models stall; 0 = no cap.
-    peak_learning_rate: float = 3e-3
-    # After warmup, "paper": the inverse square root of the step (equation
-    # 3); "linear": the peak, falling linearly to zero at the end of the
-    # time budget or of --max-updates, whichever comes first (BudgetDecay;
-    # the paper's without either).
-    learning_rate_decay: Literal["linear", "paper"] = "linear"
-    label_smoothing: float | None = None  # None = the preset's epsilon_ls (0.1; D3 0, D4 0.2)
-    # Residual dropout. "auto": none for 2 epochs, then the rate for the
-    # epochs the budget holds (BudgetDropout, its table `RATES`); None:
-    # the preset's; or a rate.
-    dropout_rate: Literal["auto"] | float | None = "auto"
-    keep_checkpoints: int = 5
-    # Besides one at every epoch's end and when the time budget stops a
-    # run: the paper's every 10 minutes, and every N batches (0 = off).
-    checkpoint_every_minutes: float = 10.0
-    checkpoint_every_steps: int = 0
+    tokens_per_batch: int = option(2048, "source and target tokens a batch, in batches of "
+                                         "similar lengths")
+    gradient_accumulation_steps: int = option(
+        1, "batches whose mean gradient makes one update (the warmup counts updates)")
+    dtype_policy: Literal["float32", "mixed_bfloat16", "mixed_float16"] = option(
+        "float32", "compute in 16 bits with float32 weights (float16 with loss scaling)")
+    max_length: int = option(128, "tokens a side, bos and eos included")
+    long_pairs: Literal["drop", "truncate"] = option(
+        "drop", "what happens to a pair longer than --max-length")
+    epochs: int = option(40, "passes over the training split, at most")
+    max_minutes: float = option(10.0, "training time budget in minutes (0 = none)")
+    max_updates: int = option(0, "stop after this many optimizer updates (0 = none)")
+    warmup_steps: int = option(200, "updates of linear warmup (the paper: 4000 in 100K)")
+    # The paper's formula peaks where small models stall.
+    peak_learning_rate: float = option(
+        3e-3, "cap on the paper's warmup formula's peak rate (0 = the formula)")
+    learning_rate_decay: Literal["linear", "paper"] = option(
+        "linear", "after warmup, linear: down to zero at the end of the time or update "
+                  "budget (the paper's without one); paper: the inverse square root")
+    label_smoothing: float | None = option(
+        None, "epsilon_ls (default: the preset's: 0.1; 0 and 0.2 for rows D3 and D4)")
+    dropout_rate: Literal["auto"] | float | None = option(
+        "auto", "residual dropout; auto: none for 2 epochs, then by the epochs the budget "
+                "holds, " + ", ".join(f"{rate:g} from {least:g}" for least, rate in DROPOUT_RATES)
+                + "; or a rate")
+    keep_checkpoints: int = option(5, "checkpoints kept in run-dir/checkpoints")
+    checkpoint_every_minutes: float = option(
+        10.0, "a checkpoint every N minutes, besides one at each epoch's end (0 = off)")
+    checkpoint_every_steps: int = option(0, "a checkpoint every N batches (0 = off)")
     # The paper averages the last 5 checkpoints of a converged model; a
-    # 10-minute run is still learning fast and loses BLEU by it: 0 or 1 = off.
-    average_last: int = 1
-    # A moving average of the weights, every step, replaces them at the
-    # end (0 = off); it gains a short run more than averaging checkpoints.
-    ema_momentum: float = 0.99
-    beam_size: int = 4
-    # "auto": the best of ALPHA_CANDIDATES on the validation split (section
-    # 6.1 tuned it on the development set); or a number >= 0.
-    alpha: Literal["auto"] | float = "auto"
-    eval_sentences: int = 1000  # test sentences for BLEU (0 = all)
-    # Also BLEU on Moses tokens with compounds split, as the paper reports
-    # it (never to be compared with sacrebleu's).
-    tokenized_bleu: bool = False
-    resume: bool = False
-    quiet: bool = False  # no progress lines
-    # "auto": XLA on JAX, and on TensorFlow with a GPU or TPU (see
-    # `runs.resolve_jit_compile`); True or False.
-    jit_compile: Literal["auto"] | bool = "auto"
-    # "none", "data" or "model:K" (keras_transformer.distribution); the
-    # token budget is global, split over the data-parallel replicas.
-    distribution: str = dataclasses.field(
-        default="none", metadata={"check": parse_distribution})
-    seed: int = 0
+    # 10-minute run is still learning fast and loses BLEU by it.
+    average_last: int = option(1, "average the last N checkpoints into model.keras "
+                                  "(0 or 1 = off)")
+    # It gains a short run more than averaging checkpoints.
+    ema_momentum: float = option(0.99, "momentum of the moving average of the weights "
+                                       "that model.keras holds (0 = the last weights)")
+    beam_size: int = option(4, "beams of the search that translates the test split")
+    # Section 6.1 tuned alpha on the development set.
+    alpha: Literal["auto"] | float = option(
+        "auto", "length penalty; auto: the best of "
+                + ", ".join(f"{a:g}" for a in ALPHA_CANDIDATES)
+                + f" on {ALPHA_SENTENCES} validation sentences; or a number >= 0")
+    eval_sentences: int = option(1000, "test sentences scored with BLEU and chrF (0 = all)")
+    tokenized_bleu: bool = option(
+        False, "also BLEU on Moses tokens with compounds split, as the paper reports it "
+               "(not comparable with sacrebleu's)")
+    resume: bool = option(False, "continue the run in --run-dir from its newest checkpoint")
+    quiet: bool = option(False, "no progress lines")
+    jit_compile: Literal["auto"] | bool = option(
+        "auto", "XLA; auto: on JAX, and on TensorFlow with a GPU or TPU")
+    distribution: str = option(
+        "none", "none, data, or model:K (K-way model parallelism); --tokens-per-batch is "
+                "split over the data-parallel replicas", check=parse_distribution)
+    seed: int = option(0, "the weights', the data order's and dropout's seed")
 
 
 # The paper's training and decoding on WMT 2014 EN-DE (sections 5-6.1), as

@@ -26,6 +26,7 @@ from keras_transformer.training.language_model_run import (
     load_texts,
     run_tokenizer,
 )
+from keras_transformer.training.options import option
 from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
 
 PROMPT_WORDS = 3  # a sample continues the first words of a test text
@@ -36,13 +37,14 @@ class CausalLMConfig(LanguageModelConfig):
     """`train-lm`'s settings: the defaults train `gpt_mini` on the English
     side of the shipped Bible corpus for five minutes."""
 
-    side: Literal["source", "target", "both"] = "source"
+    side: Literal["source", "target", "both"] = option(
+        "source", "which side of a parallel corpus is the text")
     run_dir: str = "runs/gpt_bible_en"
     preset: Literal[tuple(CAUSAL_LM_PRESETS)] = "gpt_mini"
-    tokens_per_batch: int = 4096
-    samples: int = 5  # continuations of test texts printed at the end
-    sample_tokens: int = 32  # new tokens a continuation
-    top_k: int = 10  # the continuations' sampler
+    tokens_per_batch: int = option(4096, "tokens a batch, in batches of similar lengths")
+    samples: int = option(5, "continuations of test texts printed at the end")
+    sample_tokens: int = option(32, "new tokens a continuation")
+    top_k: int = option(10, "the continuations' top-k sampler")
 
     def check(self):
         check_fields(self, positive=("tokens_per_batch", "sample_tokens", "top_k"),

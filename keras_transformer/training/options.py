@@ -1,0 +1,38 @@
+"""Config fields that are also command-line flags: each carries the line
+`--help` prints for it, and optionally a check of its value."""
+
+import dataclasses
+
+
+def option(default, help, check=None):
+    """A dataclass field with `default`, the flag's `help` line and a
+    `check(text)` that parses the flag's value (or raises ValueError)."""
+    metadata = {"help": help}
+    if check is not None:
+        metadata["check"] = check
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def field_help(config_class, name):
+    """The help line of field `name`: its own, else that of the nearest
+    base class that declares it (a subclass that only changes a default
+    keeps the base's line)."""
+    for cls in config_class.__mro__:
+        field = getattr(cls, "__dataclass_fields__", {}).get(name)
+        if field is not None and "help" in field.metadata:
+            return field.metadata["help"]
+    raise ValueError(f"{config_class.__name__}.{name} has no help line; declare it "
+                     "with training.options.option(default, help)")
+
+
+@dataclasses.dataclass
+class CorpusOptions:
+    """The fields that name a parallel corpus, shared by the programs that
+    read one; each program declares `corpus` again with its own line."""
+
+    corpus: str = option("bible", "bible or numbers (shipped), or a corpus file")
+    target_path: str | None = option(None, "the target side's file when --corpus is a Moses "
+                                           "source file")
+    source_language: str = option("en", "the source's language code: Moses file suffix, "
+                                        "JSONL key, shipped corpus side")
+    target_language: str = option("fr", "the target's language code, as --source-language")
