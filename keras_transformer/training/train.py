@@ -84,8 +84,9 @@ class TrainConfig(CorpusOptions):
     vocabulary_size: int | None = option(
         None, f"pieces of the shared BPE vocabulary (default: {DEFAULT_VOCABULARY_SIZE}, "
               "or a prepared corpus's own)")
-    # The paper's 25,000 scaled to a CPU: twice the steps of 4,096 learn faster.
-    tokens_per_batch: int = option(2048, "source and target tokens a batch, in batches of "
+    # The paper's 25,000 scaled to a CPU: at `mini`'s size 1,024 makes 1.7x
+    # the updates of 2,048 in the same minutes, and scored more BLEU.
+    tokens_per_batch: int = option(1024, "source and target tokens a batch, in batches of "
                                          "similar lengths")
     gradient_accumulation_steps: int = option(
         1, "batches whose mean gradient makes one update (the warmup counts updates)")
