@@ -6,7 +6,7 @@ import dataclasses
 
 def option(default, help, check=None):
     """A dataclass field with `default`, the flag's `help` line and a
-    `check(text)` that parses the flag's value (or raises ValueError)."""
+    `check(value)` that the parsed value must pass (it raises ValueError)."""
     metadata = {"help": help}
     if check is not None:
         metadata["check"] = check
