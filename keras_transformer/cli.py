@@ -263,24 +263,24 @@ def build_parser():
         float, lambda value: check_non_negative("alpha", value)),
         help="the length penalty (default: the run's, else 0.6)")
     translate.add_argument("--batch-size", type=positive_int("batch_size"), default=64,
-                           help="lines read and decoded together (default: 64)")
+                           help="lines read and decoded together (default: %(default)s)")
     generate = commands.add_parser("generate", parents=[debug],
                                    help="continue each line of stdin or a file (train-lm runs)")
     generate.add_argument("run_dir", help="a directory with model.keras and tokenizer.model")
     generate.add_argument("--input", help="a file of prompts (default: stdin)")
     generate.add_argument("--new-tokens", type=positive_int("new_tokens"), default=32,
-                          help="tokens added to each prompt (default: 32)")
+                          help="tokens added to each prompt (default: %(default)s)")
     generate.add_argument("--top-k", type=positive_int("top_k"), default=10,
-                          help="sample among the k likeliest tokens (default: 10)")
+                          help="sample among the k likeliest tokens (default: %(default)s)")
     generate.add_argument("--seed", type=int, default=0,
-                          help="the sampler's seed (default: 0)")
+                          help="the sampler's seed (default: %(default)s)")
     generate.add_argument("--batch-size", type=positive_int("batch_size"), default=16,
-                          help="lines read and continued together (default: 16)")
+                          help="lines read and continued together (default: %(default)s)")
     average = commands.add_parser("average", parents=[debug],
                                   help="average the last checkpoints")
     average.add_argument("checkpoint_dir", help="a run's checkpoints directory")
     average.add_argument("--last", type=positive_int("last"), default=5,
-                         help="checkpoints averaged, the newest (default: 5)")
+                         help="checkpoints averaged, the newest (default: %(default)s)")
     average.add_argument("-o", "--output", required=True,
                          help="the .keras file written: the newest checkpoint's model "
                               "with the mean weights")

@@ -30,6 +30,15 @@ RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", 
                  "preset", "vocabulary_size", "max_length", "dropout_rate",
                  "warmup_steps", "peak_learning_rate", "pretrained", "seed")
 
+# The columns of a pair that each `side` of a parallel corpus reads.
+SIDES = {"source": (0,), "target": (1,), "both": (0, 1)}
+
+
+def side_option(default):
+    """The `side` field of the programs that read one side of a parallel
+    corpus, or both."""
+    return option(default, "which side of a parallel corpus is the text")
+
 
 @dataclasses.dataclass
 class LanguageModelConfig(CorpusOptions):
@@ -104,11 +113,10 @@ def load_texts(config, side):
 
 def sides(pairs, side):
     """The sources, the targets, or ("both") the sources then the targets."""
-    columns = {"source": (0,), "target": (1,), "both": (0, 1)}
-    if side not in columns:
+    if side not in SIDES:
         raise ValueError(
-            f"`side` must be one of source, target, both. Received: side={side!r}")
-    return [pair[i] for i in columns[side] for pair in pairs]
+            f"`side` must be one of {', '.join(SIDES)}. Received: side={side!r}")
+    return [pair[i] for i in SIDES[side] for pair in pairs]
 
 
 def run_tokenizer(config, texts, resuming):

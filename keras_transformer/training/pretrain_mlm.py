@@ -23,10 +23,12 @@ from keras_transformer.models.presets import ENCODER_PRESETS
 from keras_transformer.training.language_model_run import (
     MASK_PIECE,
     RESUME_FIELDS,
+    SIDES,
     LanguageModelConfig,
     fit_and_test,
     load_texts,
     run_tokenizer,
+    side_option,
 )
 from keras_transformer.training.options import option
 from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
@@ -39,8 +41,7 @@ class MaskedLMConfig(LanguageModelConfig):
     got 299 steps there and learned no more than token frequencies:
     docs/RESULTS.md)."""
 
-    side: Literal["source", "target", "both"] = option(
-        "both", "which side of a parallel corpus is the text")
+    side: Literal[tuple(SIDES)] = side_option("both")
     run_dir: str = "runs/bert_bible"
     preset: Literal[tuple(ENCODER_PRESETS)] = "bert_tiny"
     batch_size: int = option(64, "texts a batch")

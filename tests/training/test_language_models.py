@@ -17,12 +17,21 @@ from keras_transformer.data.pipeline import causal_lm_dataset
 from keras_transformer.data.tokenizer import load_tokenizer, token_ids
 from keras_transformer.model_files import load_model_file
 from keras_transformer.training.finetune import FinetuneConfig, build_classifier, finetune
-from keras_transformer.training.language_model_run import load_texts
+from keras_transformer.training.language_model_run import load_texts, sides
 from keras_transformer.training.pretrain_mlm import MaskedLMConfig, pretrain_mlm
 from keras_transformer.training.train_lm import CausalLMConfig, train_lm
 
 SMALL = dict(vocabulary_size=300, max_length=32, max_minutes=0, warmup_steps=50,
              peak_learning_rate=2e-3)
+
+
+def test_each_side_reads_its_columns_and_another_is_refused_by_name():
+    pairs = [("a", "b"), ("c", "d")]
+    assert sides(pairs, "source") == ["a", "c"]
+    assert sides(pairs, "target") == ["b", "d"]
+    assert sides(pairs, "both") == ["a", "c", "b", "d"]
+    with pytest.raises(ValueError, match="one of source, target, both. Received: side='left'"):
+        sides(pairs, "left")
 
 
 @pytest.fixture(scope="module")
