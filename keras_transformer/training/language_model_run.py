@@ -30,8 +30,10 @@ RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", 
                  "preset", "vocabulary_size", "max_length", "dropout_rate",
                  "warmup_steps", "peak_learning_rate", "pretrained", "seed")
 
-# The columns of a pair that each `side` of a parallel corpus reads.
+# The columns of a pair that each `side` of a parallel corpus reads, and
+# the type of the configs' `side` field.
 SIDES = {"source": (0,), "target": (1,), "both": (0, 1)}
+Side = Literal[tuple(SIDES)]
 
 
 def side_option(default):

@@ -23,8 +23,8 @@ from keras_transformer.models.presets import ENCODER_PRESETS
 from keras_transformer.training.language_model_run import (
     MASK_PIECE,
     RESUME_FIELDS,
-    SIDES,
     LanguageModelConfig,
+    Side,
     fit_and_test,
     load_texts,
     run_tokenizer,
@@ -41,7 +41,7 @@ class MaskedLMConfig(LanguageModelConfig):
     got 299 steps there and learned no more than token frequencies:
     docs/RESULTS.md)."""
 
-    side: Literal[tuple(SIDES)] = side_option("both")
+    side: Side = side_option("both")
     run_dir: str = "runs/bert_bible"
     preset: Literal[tuple(ENCODER_PRESETS)] = "bert_tiny"
     batch_size: int = option(64, "texts a batch")

@@ -21,8 +21,8 @@ from keras_transformer.models.presets import CAUSAL_LM_PRESETS
 from keras_transformer.special_tokens import BOS_ID, EOS_ID
 from keras_transformer.training.language_model_run import (
     RESUME_FIELDS,
-    SIDES,
     LanguageModelConfig,
+    Side,
     fit_and_test,
     load_texts,
     run_tokenizer,
@@ -39,7 +39,7 @@ class CausalLMConfig(LanguageModelConfig):
     """`train-lm`'s settings: the defaults train `gpt_mini` on the English
     side of the shipped Bible corpus for five minutes."""
 
-    side: Literal[tuple(SIDES)] = side_option("source")
+    side: Side = side_option("source")
     run_dir: str = "runs/gpt_bible_en"
     preset: Literal[tuple(CAUSAL_LM_PRESETS)] = "gpt_mini"
     tokens_per_batch: int = option(4096, "tokens a batch, in batches of similar lengths")
