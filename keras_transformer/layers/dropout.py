@@ -62,6 +62,14 @@ class Dropout(keras.layers.Layer):
     0.100006); the kept elements are scaled by the inverse of that rounded
     keep probability, which keeps the expectation exact.
 
+    A compiled step holds the rate it was traced with, and at rate 0 it
+    has no dropout at all. With `variable_rate = True` the layer masks at
+    every rate, 0 included, reading the threshold from its `keep_threshold`
+    variable: a compiled step then follows a new rate with no new trace
+    (under XLA, no compile of every batch shape again). That variable is
+    layer state, as the seed's is, not a weight: it is left out of
+    `weights` and of the saved weights, and is set from `rate`.
+
     Args:
         rate: float in `[0, 1)`, the probability of dropping an element.
         seed: int or None, the seed of the layer's random numbers.
@@ -83,11 +91,18 @@ class Dropout(keras.layers.Layer):
 
     def __init__(self, rate, seed=None, **kwargs):
         super().__init__(**kwargs)
+        self.keep_threshold = self.add_weight(
+            shape=(), dtype="int32", initializer="zeros", trainable=False, name="keep_threshold")
         self.rate = rate
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
+        self.variable_rate = False  # a training run's setting, not saved
         self.supports_masking = True
         self.built = True
+
+    @property
+    def weights(self):
+        return [w for w in super().weights if w is not self.keep_threshold]
 
     @property
     def rate(self):
@@ -96,16 +111,18 @@ class Dropout(keras.layers.Layer):
     @rate.setter
     def rate(self, rate):
         """A new rate applies to the next call, and to a compiled training
-        step once it is traced again (`ModelBase.set_dropout_rate`)."""
+        step once it is traced again, or at once with `variable_rate`
+        (`ModelBase.set_dropout_rate`)."""
         check_rate("rate", rate)
         self._rate = rate
         # The largest 16-bit uniform that is kept, plus one.
         self.threshold = round((1.0 - rate) * _LEVELS)
+        self.keep_threshold.assign(self.threshold)
 
     def call(self, inputs, training=False):
-        if not training or self.threshold == _LEVELS:
+        if not training or (self.threshold == _LEVELS and not self.variable_rate):
             return inputs
-        if self.threshold == 0:  # rate > 1 - 2^-17: everything is dropped
+        if self.threshold == 0 and not self.variable_rate:  # rate > 1 - 2^-17: all dropped
             return ops.zeros_like(inputs)
         shape = ops.shape(inputs)  # its sizes may be known only at run time
         size = ops.size(inputs)
@@ -123,24 +140,27 @@ class Dropout(keras.layers.Layer):
         uniforms = ops.reshape(uniforms, shape)
         # 1 / keep or 0 per element; a multiply (rather than a select)
         # keeps the backward pass to one elementwise product.
-        keep = ops.cast(uniforms < self.threshold, inputs.dtype)
-        return inputs * (keep * ops.cast(_LEVELS / self.threshold, inputs.dtype))
+        if self.variable_rate:  # a threshold of 0 keeps nothing, whatever the scale
+            threshold = self.keep_threshold
+            scale = _LEVELS / ops.maximum(ops.cast(threshold, "float32"), 1.0)
+        else:
+            threshold, scale = self.threshold, _LEVELS / self.threshold
+        keep = ops.cast(uniforms < threshold, inputs.dtype)
+        return inputs * (keep * ops.cast(scale, inputs.dtype))
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape
 
     # Keras saves no SeedGenerator state; this layer saves its own, so that
     # a model loaded from a checkpoint draws the masks the saved one would
-    # have drawn next (exact resume with dropout on).
+    # have drawn next (exact resume with dropout on). It is the only
+    # variable saved: `keep_threshold` comes from the config's rate.
     def save_own_variables(self, store):
-        super().save_own_variables(store)
         store[_SEED_STATE] = self.seed_generator.state
 
     def load_own_variables(self, store):
-        keys = list(store.keys())
-        if _SEED_STATE in keys:  # files saved before it was are loaded as before
+        if _SEED_STATE in list(store.keys()):  # files saved before it was have none
             self.seed_generator.state.assign(store[_SEED_STATE])
-        super().load_own_variables({key: store[key] for key in keys if key != _SEED_STATE})
 
     def get_config(self):
         config = super().get_config()

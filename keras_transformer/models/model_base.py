@@ -66,11 +66,19 @@ class ModelBase(keras.Model):
             self.optimizer.build(self.trainable_variables)
         return super().make_train_function(force)
 
-    def set_dropout_rate(self, rate):
+    def set_dropout_rate(self, rate, variable_rate=None):
         """Sets `P_drop` (section 5.4): the rate of every dropout but the
         attention weights', and the `dropout_rate` that the model and its
         blocks save. `fit` uses it from its next step once the training
-        step is traced again (`make_train_function(force=True)`)."""
+        step is traced again (`make_train_function(force=True)`), or at
+        once where those dropouts have `variable_rate` (`Dropout`).
+
+        Args:
+            rate: float in `[0, 1)`.
+            variable_rate: bool, what to set those dropouts' `variable_rate`
+                to (a step traced before must be traced again), or None to
+                keep it.
+        """
         check_rate("dropout_rate", rate)
         layers = list(self._flatten_layers())  # this model and every layer in it
         attention = {id(layer.dropout_layer) for layer in layers
@@ -78,6 +86,8 @@ class ModelBase(keras.Model):
         for layer in layers:
             if isinstance(layer, Dropout) and id(layer) not in attention:
                 layer.rate = rate
+                if variable_rate is not None:
+                    layer.variable_rate = variable_rate
             elif hasattr(layer, "dropout_rate"):
                 layer.dropout_rate = rate
 

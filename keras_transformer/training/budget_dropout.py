@@ -25,9 +25,13 @@ class BudgetDropout(keras.callbacks.Callback):
 
     A model that overfits only late in a run needs dropout only then, so
     the first epochs lose nothing to it, and a slow machine, whose budget
-    holds few epochs, never pays for it. A new rate is traced into the
-    training step once (on JAX, a compile of every batch shape again); a
-    resumed run past epoch `after` keeps its checkpoint's rate.
+    holds few epochs, never pays for it. In graph mode the new rate is
+    traced into the training step once. Under XLA that would compile
+    every batch shape again, about 45 s of the JAX demo's 10 minutes, so
+    there the dropouts read their rate from a variable from the first
+    step (`Dropout.variable_rate`), which costs the step about 1% at rate
+    0 (docs/RESULTS.md). A resumed run past epoch `after` keeps its
+    checkpoint's rate.
 
     Args:
         budget: the run's `TrainingBudget`.
@@ -45,10 +49,16 @@ class BudgetDropout(keras.callbacks.Callback):
         self.epochs, self.after = epochs, after
         self.last = None  # (batches, spent fraction) when last measured
         self.rate = self.projected_epochs = None  # set at the end of epoch `after`
+        self.variable_rate = False  # set where the step is compiled with XLA
 
     def on_train_begin(self, logs=None):
         if self.last is None:
             self.last = self._now()
+        compiled = self.model.jit_compile is True and keras.backend.backend() != "torch"
+        if compiled and not self.variable_rate:
+            self.model.set_dropout_rate(self.model.dropout_rate, variable_rate=True)
+            self.model.make_train_function(force=True)
+            self.variable_rate = True
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch + 1 == self.after:
@@ -56,7 +66,8 @@ class BudgetDropout(keras.callbacks.Callback):
             self.rate = rate_for_epochs(self.projected_epochs)
             if self.rate != self.model.dropout_rate:  # else the step needs no new trace
                 self.model.set_dropout_rate(self.rate)
-                self.model.make_train_function(force=True)
+                if not self.variable_rate:
+                    self.model.make_train_function(force=True)
             print(f"residual dropout {self.rate} from epoch {epoch + 2}: the budget holds "
                   f"about {self.projected_epochs:.0f} epochs")
         self.last = self._now()

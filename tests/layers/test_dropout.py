@@ -106,6 +106,28 @@ def test_a_new_rate_draws_the_masks_of_a_layer_built_with_it():
     assert layer.rate == 0.25
 
 
+def test_a_variable_rate_masks_as_the_fixed_one_at_every_rate():
+    x = np.random.default_rng(2).normal(size=(16, 33)).astype("float32")
+    layer = Dropout(0.0, seed=5)
+    layer.variable_rate = True
+    state = to_numpy(layer.seed_generator.state)
+    np.testing.assert_array_equal(to_numpy(layer(x, training=True)), x)  # keeps all...
+    assert (to_numpy(layer.seed_generator.state) != state).any()  # ...from a drawn mask
+    for rate in (0.1, 0.5):
+        layer, fixed = Dropout(rate, seed=5), Dropout(rate, seed=5)
+        layer.variable_rate = True
+        np.testing.assert_allclose(to_numpy(layer(x, training=True)),
+                                   to_numpy(fixed(x, training=True)), rtol=1e-7)
+    layer.rate = 1 - 2**-20  # threshold 0: nothing kept, and no 1 / 0
+    np.testing.assert_array_equal(to_numpy(layer(x, training=True)), np.zeros_like(x))
+    # The threshold is state, not a weight: no parameter, nothing saved.
+    assert (layer.weights, int(to_numpy(layer.keep_threshold))) == ([], 0)
+    assert any(v is layer.keep_threshold for v in layer.non_trainable_variables)
+    store = {}
+    layer.save_own_variables(store)
+    assert list(store) == ["seed_generator_state"]
+
+
 def test_config_roundtrip_and_bad_rate():
     clone = assert_config_roundtrip(Dropout(0.2, seed=7, name="residual_dropout"))
     assert (clone.rate, clone.seed) == (0.2, 7)

@@ -36,11 +36,14 @@ def test_bad_settings_are_refused(name, value):
         BudgetDropout(TrainingBudget(0), **settings)
 
 
-def test_the_rate_is_traced_into_the_step_and_saved_with_the_epoch(tmp_path):
+def test_the_rate_reaches_the_step_and_is_saved_with_the_epoch(tmp_path):
     """With the weights held still (a learning rate of 0), epoch 1's
     training loss is the loss without dropout, and epochs 2 and 3 give the
-    losses of the model called eagerly at rate 0.1 with the same random
-    state: the compiled step uses the new rate's masks."""
+    losses of the model called eagerly at rate 0.1 with the random state
+    of epoch 1's end: the compiled step uses the new rate's masks. On
+    `train`'s path, under XLA on JAX, the step is traced once, its
+    dropouts reading the rate from a variable; in TensorFlow's graph mode
+    it is traced again, and PyTorch runs eagerly."""
     keras.utils.set_random_seed(0)
     model = kt.Transformer.from_preset("tiny", vocabulary_size=50, dropout_rate=0.0)
     loss = kt.LabelSmoothedCrossEntropy(epsilon=0.0)
@@ -51,24 +54,33 @@ def test_the_rate_is_traced_into_the_step_and_saved_with_the_epoch(tmp_path):
               "decoder_token_ids": rng.integers(3, 50, (4, 8)).astype("int32")}
     labels = rng.integers(3, 50, (4, 8)).astype("int32")
     dropouts = [layer for layer in model._flatten_layers() if isinstance(layer, Dropout)]
-    states = [to_numpy(layer.seed_generator.state) for layer in dropouts]
+    calls, call = [], dropouts[0].call  # a compiled step calls it only when traced
+    dropouts[0].call = lambda x, training=False: calls.append(bool(training)) or call(x, training)
+    states = []
+    record = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: epoch or states.extend(
+        to_numpy(layer.seed_generator.state) for layer in dropouts))
     config = TrainConfig(run_dir=str(tmp_path), epochs=3, max_minutes=0, quiet=True)
     budget = TrainingBudget(0)  # none: the rate is the one for `epochs` = 30
     dropout = BudgetDropout(budget, batches_per_epoch=1, epochs=30, after=1)
     fit_with_checkpoints(
         config, None, lambda: model,
         lambda epoch: tf.data.Dataset.from_tensors((inputs, labels)).repeat(), 1, None,
-        jit_compile=False, keep=3, budget=budget, callbacks=[dropout])
+        jit_compile=False, keep=3, budget=budget, callbacks=[dropout, record])
 
     assert (dropout.projected_epochs, dropout.rate, model.dropout_rate) == (30, 0.1, 0.1)
+    assert dropout.variable_rate == (keras.backend.backend() == "jax")
+    passes = sum(calls)  # the layer's training calls in fit's traces or steps
     with open(tmp_path / "history.csv") as f:
         losses = [float(row["loss"]) for row in csv.DictReader(f)]
     expected = [float(to_numpy(loss(labels, model(inputs))))]
-    for layer, state in zip(dropouts, states):
+    for layer, state in zip(dropouts, states, strict=True):
         layer.seed_generator.state.assign(state)
     expected += [float(to_numpy(loss(labels, model(inputs, training=True)))) for _ in range(2)]
     np.testing.assert_allclose(losses, expected, rtol=1e-5)
     assert min(abs(expected[0] - e) for e in expected[1:]) > 1e-3  # dropout shows
+    per_pass = (sum(calls) - passes) / 2  # in the two eager passes just made
+    assert per_pass == 2  # the embeddings' dropout serves both sides
+    assert (passes == per_pass) == dropout.variable_rate  # traced once under XLA only
     # The checkpoint of epoch 1's end, which a resumed run starts from, has the rate.
     saved = load_model_file(tmp_path / "checkpoints" / "ckpt-000000001.keras")
     assert saved.dropout_rate == 0.1
