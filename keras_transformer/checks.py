@@ -25,6 +25,14 @@ def check_non_negative(name, value, also=None):
         raise ValueError(f"`{name}` must be {allowed}. Received: {name}={value!r}")
 
 
+def check_choice(name, value, choices):
+    """`value` is one of `choices`, a sequence or a dict's keys."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {', '.join(map(repr, choices))}. "
+                         f"Received: {name}={value!r}")
+
+
 def check_max_length(value):
     """A sequence length with room for bos, one token and eos."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 3:
@@ -42,11 +50,9 @@ def check_fields(config, positive=(), non_negative=()):
                 check(name, getattr(config, name))
     types = typing.get_type_hints(type(config))
     for field in dataclasses.fields(config):
-        choices = typing.get_args(types[field.name])
-        value = getattr(config, field.name)
-        if typing.get_origin(types[field.name]) is typing.Literal and value not in choices:
-            raise ValueError(f"`{field.name}` must be one of {', '.join(map(repr, choices))}. "
-                             f"Received: {field.name}={value!r}")
+        annotation = types[field.name]
+        if typing.get_origin(annotation) is typing.Literal:
+            check_choice(field.name, getattr(config, field.name), typing.get_args(annotation))
 
 
 def check_rate(name, value, zero=True):

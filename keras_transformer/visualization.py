@@ -18,6 +18,7 @@ import os
 import numpy as np
 from keras import ops
 
+from keras_transformer.checks import check_choice
 from keras_transformer.data.tokenizer import detokenize
 from keras_transformer.layers.positional_encoding import PositionalEncoding
 
@@ -90,8 +91,7 @@ def plot_attention(maps, kind="cross", layers=None, heads=None, cell_size=1.6):
     Returns:
         A matplotlib `Figure`.
     """
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"`kind` must be one of {ATTENTION_KINDS}. Received: kind={kind!r}")
+    check_choice("kind", kind, ATTENTION_KINDS)
     plt = _pyplot()
     weights = maps[kind]  # (layers, heads, queries, keys)
     layers = list(range(weights.shape[0])) if layers is None else list(layers)

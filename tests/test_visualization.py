@@ -42,6 +42,9 @@ def test_attention_maps_are_the_models_weights(tokenizer_path):
     _, expected = numpy_attention(model.encoder_blocks[0].self_attention, x, x, None)
     np.testing.assert_allclose(maps["encoder"][0], expected[0], atol=1e-5)
 
+    with pytest.raises(ValueError, match="must be one of 'encoder', 'decoder', 'cross'. "
+                                         "Received: kind='self'"):
+        plot_attention(maps, "self")
     figure = plot_attention(maps, "cross", layers=[1], heads=[0, 3])
     assert len(figure.axes) == 2
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == maps["source_tokens"]

@@ -27,11 +27,11 @@ class BudgetDropout(keras.callbacks.Callback):
     the first epochs lose nothing to it, and a slow machine, whose budget
     holds few epochs, never pays for it. In graph mode the new rate is
     traced into the training step once. Under XLA that would compile
-    every batch shape again, about 45 s of the JAX demo's 10 minutes, so
-    there the dropouts read their rate from a variable from the first
-    step (`Dropout.variable_rate`), which costs the step about 1% at rate
-    0 (docs/RESULTS.md). A resumed run past epoch `after` keeps its
-    checkpoint's rate.
+    every batch shape again (a minute of the JAX demo's 10), so there the
+    dropouts read their rate from a variable from the first step
+    (`Dropout.variable_rate`): the first compiles take longer, and the
+    step at rate 0 is as fast (docs/RESULTS.md). A resumed run past epoch
+    `after` keeps its checkpoint's rate.
 
     Args:
         budget: the run's `TrainingBudget`.

@@ -7,7 +7,7 @@ import os
 import time
 from typing import Literal
 
-from keras_transformer.checks import check_fields, check_max_length, check_rate
+from keras_transformer.checks import check_choice, check_fields, check_max_length, check_rate
 from keras_transformer.data.pipeline import with_known_length
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
@@ -115,9 +115,7 @@ def load_texts(config, side):
 
 def sides(pairs, side):
     """The sources, the targets, or ("both") the sources then the targets."""
-    if side not in SIDES:
-        raise ValueError(
-            f"`side` must be one of {', '.join(SIDES)}. Received: side={side!r}")
+    check_choice("side", side, SIDES)
     return [pair[i] for i in SIDES[side] for pair in pairs]
 
 

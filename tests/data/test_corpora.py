@@ -5,7 +5,7 @@ import re
 import pytest
 
 from keras_transformer.data.corpora.make_bible_en_fr import clean_segond
-from keras_transformer.data.corpora import bible_en_fr
+from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 
 
 @pytest.mark.parametrize("segond, expected", [
@@ -34,3 +34,10 @@ def test_splits_are_disjoint_short_and_clean():
         for english, french in pairs:
             assert len(english.split()) <= 25 and french
             assert not re.search(r"\(\d+:\d+\)", french), french
+
+
+@pytest.mark.parametrize("corpus", [bible_en_fr, numbers_and_dates])
+def test_an_unknown_split_is_refused_by_name(corpus):
+    with pytest.raises(ValueError, match="`split` must be one of 'train', 'valid', 'test'. "
+                                         "Received: split='dev'"):
+        corpus("dev")

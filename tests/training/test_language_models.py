@@ -30,7 +30,7 @@ def test_each_side_reads_its_columns_and_another_is_refused_by_name():
     assert sides(pairs, "source") == ["a", "c"]
     assert sides(pairs, "target") == ["b", "d"]
     assert sides(pairs, "both") == ["a", "c", "b", "d"]
-    with pytest.raises(ValueError, match="one of source, target, both. Received: side='left'"):
+    with pytest.raises(ValueError, match="one of 'source', 'target', 'both'. Received: side='left'"):
         sides(pairs, "left")
 
 

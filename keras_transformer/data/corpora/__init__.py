@@ -5,15 +5,11 @@ import os
 import random
 import zlib
 
+from keras_transformer.checks import check_choice
 from keras_transformer.data.readers import read_corpus
 
 CORPORA_DIR = os.path.dirname(__file__)
 SPLITS = ("train", "valid", "test")
-
-
-def _check_split(split):
-    if split not in SPLITS:
-        raise ValueError(f"`split` must be one of {SPLITS}. Received: split={split!r}")
 
 
 def bible_en_fr(split="train"):
@@ -26,7 +22,7 @@ def bible_en_fr(split="train"):
     Returns:
         A list of `(english, french)` strings.
     """
-    _check_split(split)
+    check_choice("split", split, SPLITS)
     pairs, _ = read_corpus(os.path.join(CORPORA_DIR, f"bible_en_fr.{split}.tsv.xz"))
     return pairs
 
@@ -51,7 +47,7 @@ def numbers_and_dates(split="train", target_language="fr", size=None, seed=0):
     from babel.dates import format_date
     from num2words import num2words
 
-    _check_split(split)
+    check_choice("split", split, SPLITS)
     if target_language not in ("fr", "de"):
         raise ValueError(
             "`target_language` must be 'fr' or 'de'. "
