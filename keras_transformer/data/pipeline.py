@@ -12,6 +12,7 @@ bucket's size, so there is exactly one shape per bucket: what XLA
 
 import numpy as np
 
+from keras_transformer.checks import check_choice
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -267,10 +268,7 @@ def _permuted(blocks, seed, epoch):
 
 
 def _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple):
-    if long_pairs not in ("drop", "truncate"):
-        raise ValueError(
-            f"`long_pairs` must be 'drop' or 'truncate'. Received: long_pairs={long_pairs!r}"
-        )
+    check_choice("long_pairs", long_pairs, ("drop", "truncate"))
     if not pairs:
         raise ValueError("`pairs` is empty: there is nothing to train on.")
     if not isinstance(batch_multiple, int) or batch_multiple < 1:

@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer.checks import check_positive_int
+from keras_transformer.training.runs import compiles_with_xla
 
 # `(epochs, rate)`: the rate for a run that will see at least `epochs`
 # epochs, below the first none. Measured with `mini` on the shipped corpus
@@ -54,8 +55,7 @@ class BudgetDropout(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         if self.last is None:
             self.last = self._now()
-        compiled = self.model.jit_compile is True and keras.backend.backend() != "torch"
-        if compiled and not self.variable_rate:
+        if compiles_with_xla(self.model.jit_compile) and not self.variable_rate:
             self.model.set_dropout_rate(self.model.dropout_rate, variable_rate=True)
             self.model.make_train_function(force=True)
             self.variable_rate = True

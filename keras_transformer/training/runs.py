@@ -76,6 +76,13 @@ def resolve_jit_compile(setting):
     )
 
 
+def compiles_with_xla(jit_compile):
+    """Whether `model.compile(jit_compile=jit_compile)` compiles the
+    training step with XLA, which compiles every new batch shape: True does
+    on JAX and TensorFlow, and means `torch.compile` on PyTorch."""
+    return jit_compile is True and keras.backend.backend() != "torch"
+
+
 def has_accelerator():
     """Whether the backend sees a GPU or TPU."""
     if keras.backend.backend() == "torch":

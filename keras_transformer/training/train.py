@@ -52,6 +52,7 @@ from keras_transformer.training.checkpoints import average_checkpoints, list_che
 from keras_transformer.training.options import CorpusOptions, option
 from keras_transformer.training.runs import (
     TrainingBudget,
+    compiles_with_xla,
     find_resume_point,
     fit_with_checkpoints,
     resolve_jit_compile,
@@ -278,7 +279,7 @@ def train(config):
     save_run_config(config, resume_from)  # once the input is known good
 
     # XLA compiles every new shape: give it one per length bucket.
-    static_shapes = jit_compile is True and keras.backend.backend() != "torch"
+    static_shapes = compiles_with_xla(jit_compile)
 
     def dataset(pairs, shuffle=False, **stream):
         settings = dict(

@@ -29,7 +29,12 @@ from keras_transformer.training.language_model_run import (
     side_option,
 )
 from keras_transformer.training.options import option
-from keras_transformer.training.runs import find_resume_point, save_results, save_run_config
+from keras_transformer.training.runs import (
+    compiles_with_xla,
+    find_resume_point,
+    save_results,
+    save_run_config,
+)
 
 PROMPT_WORDS = 3  # a sample continues the first words of a test text
 
@@ -98,7 +103,7 @@ def train_lm(config):
     save_run_config(config, resume_from)
     tokenizer = run_tokenizer(config, train_texts, bool(resume_from))
     vocabulary_size = int(tokenizer.vocabulary_size())
-    static_shapes = jit_compile is True and keras.backend.backend() != "torch"
+    static_shapes = compiles_with_xla(jit_compile)
 
     def dataset(rows, shuffle=False, first_epoch=None):
         return causal_lm_dataset(rows, config.tokens_per_batch, config.max_length,

@@ -41,3 +41,9 @@ def test_an_unknown_split_is_refused_by_name(corpus):
     with pytest.raises(ValueError, match="`split` must be one of 'train', 'valid', 'test'. "
                                          "Received: split='dev'"):
         corpus("dev")
+
+
+def test_an_unknown_target_language_is_refused_by_name():
+    with pytest.raises(ValueError, match="`target_language` must be one of 'fr', 'de'. "
+                                         "Received: target_language='es'"):
+        numbers_and_dates("valid", target_language="es")

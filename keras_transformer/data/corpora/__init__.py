@@ -48,11 +48,7 @@ def numbers_and_dates(split="train", target_language="fr", size=None, seed=0):
     from num2words import num2words
 
     check_choice("split", split, SPLITS)
-    if target_language not in ("fr", "de"):
-        raise ValueError(
-            "`target_language` must be 'fr' or 'de'. "
-            f"Received: target_language={target_language!r}"
-        )
+    check_choice("target_language", target_language, ("fr", "de"))
     size = size or (20000 if split == "train" else 500)
     rng = random.Random(SPLITS.index(split) * 1_000_003 + seed)
     seen, pairs = set(), []
