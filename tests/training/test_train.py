@@ -93,7 +93,7 @@ def test_xla_and_static_shapes_only_on_jax_by_default(run):
     ("jit_compile", "true"), ("jit_compile", 1), ("jit_compile", None),
     ("alpha", "best"), ("alpha", -0.5), ("alpha", True),
     ("ema_momentum", 1.0), ("ema_momentum", -0.1), ("ema_momentum", "0.99"),
-    ("gradient_accumulation_steps", 0),
+    ("gradient_accumulation_steps", 0), ("weight_decay", -0.1),
 ])
 def test_bad_settings_fail_before_any_work(name, setting, tmp_path):
     run_dir = tmp_path / "run"
@@ -286,6 +286,7 @@ def test_a_recipe_gives_the_papers_settings_and_the_flags_given_win(monkeypatch,
     # tokenized BLEU, English to German.
     assert (config.preset, config.max_updates, config.warmup_steps) == ("big", 300_000, 4000)
     assert (config.peak_learning_rate, config.max_minutes, config.ema_momentum) == (0, 0, 0)
+    assert config.weight_decay == 0
     assert config.learning_rate_decay == "paper"  # equation 3 all the way
     assert (config.average_last, config.checkpoint_every_minutes) == (20, 10.0)
     assert config.keep_checkpoints >= config.average_last
@@ -396,6 +397,28 @@ def test_mixed_precision_and_accumulation_reach_the_model(policy):
 def test_table3_row_d4_trains_with_its_label_smoothing():
     model = build_model(TrainConfig(preset="D4"), vocabulary_size=64, jit_compile=False)
     assert model.loss.epsilon == 0.2
+
+
+def test_weight_decay_takes_rate_times_decay_of_every_weight_off_it():
+    # AdamW's decoupled decay: with the same gradient and moments, the
+    # decayed update lands `rate x weight_decay x w` below the plain one.
+    rng = np.random.default_rng(0)
+    inputs = {"encoder_token_ids": rng.integers(1, 50, (4, 7)),
+              "decoder_token_ids": rng.integers(1, 50, (4, 6))}
+    labels = rng.integers(1, 50, (4, 6))
+    weights = {}
+    for decay in (0.0, 0.1):
+        keras.utils.set_random_seed(0)
+        config = TrainConfig(preset="tiny", weight_decay=decay, ema_momentum=0)
+        model = build_model(config, vocabulary_size=50, jit_compile=False)
+        start = model.get_weights()
+        model.train_on_batch(inputs, labels)
+        weights[decay] = model.get_weights()
+    rate = TrainConfig.peak_learning_rate  # the decaying rate's first value
+    assert TrainConfig.weight_decay == 0.1  # the default
+    for w0, plain, decayed in zip(start, weights[0.0], weights[0.1]):
+        np.testing.assert_allclose(decayed, plain - rate * 0.1 * w0, rtol=1e-5, atol=1e-8)
+    assert not np.allclose(weights[0.1][0], weights[0.0][0], atol=1e-7)
 
 
 def test_resume_refuses_other_settings_or_a_missing_tokenizer(run, tmp_path):
