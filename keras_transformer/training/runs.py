@@ -60,11 +60,11 @@ def resolve_jit_compile(setting):
     "auto" compiles the training step with XLA on JAX, which otherwise runs
     op by op, and on TensorFlow when a GPU or TPU is present, where XLA is
     TensorFlow's usual way to fuse a Transformer's many small kernels (not
-    measured here: no GPU). Not on a CPU-only TensorFlow: XLA compiles one program per batch shape, so it
-    needs the static-shape pipeline (more padding) and a first epoch of
-    compiling, while graph mode takes every shape at the same speed and
-    scored as well in the demo (docs/RESULTS.md). Not on PyTorch (Keras's
-    own "auto" there).
+    measured here: no GPU). Not on a CPU-only TensorFlow: XLA compiles one
+    program per batch shape, so it needs the static-shape pipeline (more
+    padding) and a first epoch of compiling, while graph mode takes every
+    shape at the same speed and scored as well or better in the demo
+    (docs/RESULTS.md). Not on PyTorch (Keras's own "auto" there).
     """
     if setting == "auto":
         backend = keras.backend.backend()

@@ -102,7 +102,7 @@ class TrainConfig(CorpusOptions):
     max_updates: int = option(0, "stop after this many optimizer updates (0 = none)")
     warmup_steps: int = option(200, "updates of linear warmup (the paper: 4000 in 100K)")
     # The paper's formula peaks where small models stall; at 512-token
-    # batches 4e-3 scored 1.4-2.2 BLEU more than 3e-3 (docs/RESULTS.md).
+    # batches 4e-3 scored 0.9-2.2 BLEU more than 3e-3 (docs/RESULTS.md).
     peak_learning_rate: float = option(
         4e-3, "cap on the paper's warmup formula's peak rate (0 = the formula)")
     learning_rate_decay: Literal["linear", "paper"] = option(
