@@ -4,6 +4,7 @@ own harness on the same splits for the same time budget.
 
     python -m benchmarks.baseline                 # the baseline, 10 minutes
     python -m benchmarks.baseline --demo          # `make demo`, then the baseline: ratios
+    python -m benchmarks.baseline --demo --run-dir runs/demo   # and keep the demo's run
 
 The model follows the keras.io sequence-to-sequence example: learned token
 and position embeddings, 2 encoder and 2 decoder layers of
@@ -208,9 +209,13 @@ def main(argv=None):
     parser.add_argument("--eval-sentences", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="save the figures here")
+    parser.add_argument("--run-dir", help="with --demo: keep the demo's run directory "
+                                          "(model.keras, tokenizer, results.json) here")
     args = parser.parse_args(argv)
+    if args.run_dir and not args.demo:
+        parser.error(f"--run-dir {args.run_dir}: only with --demo, whose run it keeps")
     if args.demo:
-        result = side_by_side(args.minutes, args.eval_sentences, args.seed)
+        result = side_by_side(args.minutes, args.eval_sentences, args.seed, args.run_dir)
         print(_summary("demo:    ", result["demo"])
               + f", residual dropout {result['demo']['dropout_rate']}")
         print(_summary("baseline:", result["baseline"]))

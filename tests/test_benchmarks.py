@@ -291,6 +291,8 @@ def test_side_by_side_reads_the_peak_around_each_run(monkeypatch, capsys):
     def run(name, bleu):
         def fake(config=None, **kwargs):
             events.append(name)
+            if config is not None:
+                events.append(config.run_dir)
             return {"bleu": bleu, "chrf": 2 * bleu, "steps": 10, "training_minutes": 1.0,
                     "dropout_rate": 0.05}
         return fake
@@ -298,8 +300,8 @@ def test_side_by_side_reads_the_peak_around_each_run(monkeypatch, capsys):
     monkeypatch.setattr(baseline, "matmul_peak_reader", reader)
     monkeypatch.setattr(baseline, "train", run("demo", 15.0))
     monkeypatch.setattr(baseline, "run_baseline", run("baseline", 10.0))
-    result = baseline.main(["--demo"])
-    assert events == ["peak", "demo", "peak", "baseline", "peak"]
+    result = baseline.main(["--demo", "--run-dir", "kept/demo"])
+    assert events == ["peak", "demo", "kept/demo", "peak", "baseline", "peak"]
     assert result["demo"]["matmul_peak_flops"] == [1e11, 2e11]
     assert result["baseline"]["matmul_peak_flops"] == [2e11, 4e11]
     assert result["bleu_ratio"] == 1.5 and result["chrf_ratio"] == 1.5
@@ -308,6 +310,14 @@ def test_side_by_side_reads_the_peak_around_each_run(monkeypatch, capsys):
         "matmul peak 100-200 GFLOP/s, residual dropout 0.05")
     assert lines[1].endswith("matmul peak 200-400 GFLOP/s")
     assert lines[2] == "ratios: BLEU 1.50x, chrF 1.50x"
+
+
+def test_baseline_refuses_a_run_dir_without_the_demo(capsys):
+    from benchmarks import baseline
+
+    with pytest.raises(SystemExit):
+        baseline.main(["--run-dir", "kept/demo"])
+    assert "--run-dir kept/demo: only with --demo" in capsys.readouterr().err
 
 
 def test_bfloat16_benchmark_reads_flags_and_rounds_like_bfloat16(tmp_path):
