@@ -1,9 +1,15 @@
+import collections
+
 import numpy as np
 import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from keras_transformer.data.corpora import bible_en_fr, numbers_and_dates
 from keras_transformer.data.pipeline import (
     STATIC_BUCKET_STEP,
+    _batch_plan,
     bucket_boundaries,
     causal_lm_dataset,
     make_dataset,
@@ -74,6 +80,36 @@ def test_an_epoch_stream_rebuilds_any_epoch_and_position(numbers_tokenizer):
     other_seed = labels(make_dataset(pairs, tokenizer, 256, 32, seed=1, repeat=True), batches)
     assert not all(a.shape == b.shape and (a == b).all()
                    for a, b in zip(whole[:batches], other_seed))
+
+
+@settings(max_examples=40, deadline=None)
+@given(buckets=st.lists(st.integers(0, 4), min_size=1, max_size=120),
+       batch_sizes=st.lists(st.integers(1, 9), min_size=5, max_size=5),
+       dropped=st.sets(st.integers(0, 119)), shuffle=st.booleans(),
+       epoch=st.integers(0, 3))
+def test_an_epoch_plan_fills_every_batch_but_one_a_bucket(buckets, batch_sizes, dropped,
+                                                          shuffle, epoch):
+    # What bucketing one example at a time gives (and `count_batches`
+    # counts): each kept row once, in batches of one bucket, full but for
+    # at most one a bucket.
+    kept = [i for i in range(len(buckets)) if i not in dropped]
+    plan = _batch_plan(tf.constant(kept, tf.int64), tf.constant(buckets, tf.int64),
+                       batch_sizes, shuffle, 0, tf.constant(epoch, tf.int64)).to_list()
+    assert sorted(row for batch in plan for row in batch) == kept
+    partial = collections.Counter()
+    for batch in plan:
+        bucket = {buckets[row] for row in batch}
+        assert len(bucket) == 1
+        bucket = bucket.pop()
+        assert 0 < len(batch) <= batch_sizes[bucket]
+        partial[bucket] += len(batch) < batch_sizes[bucket]
+    assert max(partial.values(), default=0) <= 1
+    in_bucket = collections.Counter(buckets[row] for row in kept)
+    assert len(plan) == sum(-(-n // batch_sizes[b]) for b, n in in_bucket.items())
+    if shuffle and epoch == 0 and len(kept) > 20:  # another epoch, another plan
+        other = _batch_plan(tf.constant(kept, tf.int64), tf.constant(buckets, tf.int64),
+                            batch_sizes, shuffle, 0, tf.constant(1, tf.int64)).to_list()
+        assert other != plan
 
 
 def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer):
