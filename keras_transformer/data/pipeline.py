@@ -120,8 +120,8 @@ def _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch):
 
     The whole epoch is planned at once, in a few vectorized ops: tf.data's
     `bucket_by_sequence_length` gives the same batches element by element
-    and took 14 times the CPU, which shared the two cores with the training
-    step (docs/RESULTS.md)."""
+    and took 12-14 times the CPU, which the training step needed on a
+    2-core machine (docs/RESULTS.md)."""
     import tensorflow as tf
 
     seed = tf.constant(seed, tf.int64)
