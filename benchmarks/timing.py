@@ -49,17 +49,26 @@ class _StepEnds(keras.callbacks.Callback):
 def fit_steps(model, batches):
     """Trains the compiled `model` on the `(inputs, labels)` batches, all
     of one shape, in one `fit` call, from a tf.data pipeline with the
-    autotuner off, as `train` does. Returns `(seconds, loss)`: from the end
-    of the first step to the end of the last (so neither `fit`'s setup nor
-    the pipeline's start is timed), and the mean loss over the steps."""
-    import tensorflow as tf
+    autotuner off, as `train` does; where TensorFlow is not installed (a
+    JAX or PyTorch GPU image), from a generator of the same batches.
+    Returns `(seconds, loss)`: from the end of the first step to the end
+    of the last (so neither `fit`'s setup nor the pipeline's start is
+    timed), and the mean loss over the steps."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        tf = None
+    if tf is None:
+        dataset, steps = (batch for batch in batches), len(batches)
+    else:
+        from keras_transformer.data.pipeline import without_autotuning
 
-    from keras_transformer.data.pipeline import without_autotuning
-
-    stacked = keras.tree.map_structure(lambda *rows: np.stack(rows), *batches)
-    dataset = without_autotuning(tf.data.Dataset.from_tensor_slices(stacked))
+        stacked = keras.tree.map_structure(lambda *rows: np.stack(rows), *batches)
+        dataset = without_autotuning(tf.data.Dataset.from_tensor_slices(stacked))
+        steps = None
     step_ends = _StepEnds()
-    model.fit(dataset, epochs=1, verbose=0, shuffle=False, callbacks=[step_ends])
+    model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False,
+              callbacks=[step_ends])
     return step_ends.times[-1] - step_ends.times[0], np.float32(step_ends.loss)
 
 

@@ -66,9 +66,15 @@ def test_utilisation_of_each_round_against_its_own_peak():
     assert (u["min"], u["median"], u["max"]) == (0.2, 0.5, 1.0)
 
 
-def test_fit_steps_times_every_step_after_the_first_and_averages_the_loss():
+# Without TensorFlow (not possible on its own backend) `fit_steps` feeds an iterator.
+@pytest.mark.parametrize(
+    "feed", ["tf.data"] + (["iterator"] if keras.backend.backend() != "tensorflow" else []))
+def test_fit_steps_times_every_step_after_the_first_and_averages_the_loss(feed, monkeypatch):
     # A frozen linear model (learning rate 0): the mean squared error of
-    # each batch is known, and `fit` reports their mean.
+    # each batch is known, and `fit` reports their mean, fed by tf.data or,
+    # where TensorFlow is not installed, by an iterator of the batches.
+    if feed == "iterator":
+        monkeypatch.setitem(sys.modules, "tensorflow", None)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
     model.layers[0].set_weights([np.array([[1.0], [2.0]], "float32")])
     model.compile(keras.optimizers.SGD(0.0), "mse")
