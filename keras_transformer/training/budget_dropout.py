@@ -22,7 +22,11 @@ class BudgetDropout(keras.callbacks.Callback):
     """Trains the first `after` epochs without residual dropout, then sets
     the model's rate (`ModelBase.set_dropout_rate`) for the epochs the run
     will get (`rate_for_epochs`): `epochs`, or fewer where the budget ends
-    first at the pace of the epoch just ended.
+    first at the pace of the epoch just ended. Dropout's masks slow the
+    step, so the second epoch with dropout on (the first traces the step
+    again) decides once more, at its own pace, and may lower the rate (to
+    0 where the run will now fall short of the first row of `RATES`); the
+    rate is final from then on.
 
     A model that overfits only late in a run needs dropout only then, so
     the first epochs lose nothing to it, and a slow machine, whose budget
@@ -61,16 +65,25 @@ class BudgetDropout(keras.callbacks.Callback):
             self.variable_rate = True
 
     def on_epoch_end(self, epoch, logs=None):
+        now = self._now()
         if epoch + 1 == self.after:
-            self.projected_epochs = self.project(self.last, self._now())
-            self.rate = rate_for_epochs(self.projected_epochs)
-            if self.rate != self.model.dropout_rate:  # else the step needs no new trace
-                self.model.set_dropout_rate(self.rate)
-                if not self.variable_rate:
-                    self.model.make_train_function(force=True)
-            print(f"residual dropout {self.rate} from epoch {epoch + 2}: the budget holds "
-                  f"about {self.projected_epochs:.0f} epochs")
-        self.last = self._now()
+            projected = self.project(self.last, now)
+            self._set(rate_for_epochs(projected), projected, epoch, "the budget holds")
+        elif epoch == self.after + 1 and self.rate:  # set by this run, on for two epochs
+            projected = self.project(self.last, now)
+            self._set(min(rate_for_epochs(projected), self.model.dropout_rate), projected,
+                      epoch, "with it the budget holds")
+        self.last = now
+
+    def _set(self, rate, projected_epochs, epoch, reason):
+        """Trains at `rate` from the epoch after `epoch` (0-based) on."""
+        self.rate, self.projected_epochs = rate, projected_epochs
+        if rate != self.model.dropout_rate:  # else the step needs no new trace
+            self.model.set_dropout_rate(rate)
+            if not self.variable_rate:
+                self.model.make_train_function(force=True)
+        print(f"residual dropout {rate} from epoch {epoch + 2}: {reason} "
+              f"about {projected_epochs:.0f} epochs")
 
     def project(self, last, now):
         """The epochs the run will end at, from `(batches, spent fraction)`

@@ -28,6 +28,63 @@ def test_the_epochs_are_projected_from_the_pace_of_the_last_interval():
     assert dropout.project((0, 0.0), (200, 0.0)) == 40  # no budget
 
 
+class _Budget:
+    """`TrainingBudget`'s two readings, set by the test."""
+    batches, spent = 0, 0.0
+
+    def spent_fraction(self):
+        return self.spent
+
+
+class _Model:
+    """What `BudgetDropout` reads and calls on a model, recorded."""
+    jit_compile, dropout_rate, traces = False, 0.0, 0
+
+    def set_dropout_rate(self, rate):
+        self.dropout_rate = rate
+
+    def make_train_function(self, force=False):
+        self.traces += 1
+
+
+# Spent fractions at the end of epochs 1-4 (100 batches each) of a 40-epoch run.
+@pytest.mark.parametrize("spent, rates, traces", [
+    # Epoch 2's pace holds 20 epochs (0.05); epoch 4's, with dropout, 12.2: 0.
+    ((0.05, 0.10, 0.17, 0.26), [0.0, 0.05, 0.05, 0.0], 2),
+    # Dropout slows the step less: 17 epochs at epoch 4's pace, 0.05 stays.
+    ((0.05, 0.10, 0.16, 0.22), [0.0, 0.05, 0.05, 0.05], 1),
+    # Epoch 2's pace holds 12.5 epochs: no dropout, and nothing decided again.
+    ((0.08, 0.16, 0.24, 0.32), [0.0, 0.0, 0.0, 0.0], 0),
+])
+def test_the_second_epoch_with_dropout_may_lower_the_rate(spent, rates, traces, capsys):
+    budget, model = _Budget(), _Model()
+    dropout = BudgetDropout(budget, batches_per_epoch=100, epochs=40)
+    dropout.set_model(model)
+    dropout.on_train_begin()
+    seen = []
+    for epoch, fraction in enumerate(spent):
+        budget.batches, budget.spent = 100 * (epoch + 1), fraction
+        dropout.on_epoch_end(epoch)
+        seen.append(model.dropout_rate)
+    assert seen == rates and model.traces == traces and dropout.rate == rates[-1]
+    if traces == 2:
+        assert capsys.readouterr().out.splitlines()[-1] == (
+            "residual dropout 0.0 from epoch 5: with it the budget holds about 12 epochs")
+
+
+def test_a_resumed_run_keeps_its_checkpoints_rate():
+    budget, model = _Budget(), _Model()
+    model.dropout_rate = 0.05  # set before the run stopped
+    dropout = BudgetDropout(budget, batches_per_epoch=100, epochs=40)
+    dropout.set_model(model)
+    budget.batches, budget.spent = 200, 0.0  # resumed at the start of epoch 3
+    dropout.on_train_begin()
+    for epoch, fraction in [(2, 0.5), (3, 0.99)]:  # a pace that holds 4 epochs
+        budget.batches, budget.spent = 100 * (epoch + 1), fraction
+        dropout.on_epoch_end(epoch)
+    assert (model.dropout_rate, model.traces, dropout.rate) == (0.05, 0, None)
+
+
 @pytest.mark.parametrize("name, value", [
     ("batches_per_epoch", 0), ("epochs", 2.5), ("after", -1)])
 def test_bad_settings_are_refused(name, value):
