@@ -76,12 +76,8 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple)
     # The corpus tokenized in one pass, as one ragged block of each side.
     source, target = next(iter(_token_ids(pairs, tokenizer).ragged_batch(len(pairs))))
-    if long_pairs == "truncate":
-        source, target = source[:, : max_length - 1], target[:, : max_length - 1]
-    eos = tf.fill([source.nrows(), 1], EOS_ID)
-    bos = tf.fill([source.nrows(), 1], BOS_ID)
-    encoder, decoder = tf.concat([source, eos], 1), tf.concat([bos, target], 1)
-    labels = tf.concat([target, eos], 1)
+    inputs, labels = _teacher_forcing(source, target, max_length, long_pairs)
+    encoder, decoder = inputs["encoder_token_ids"], inputs["decoder_token_ids"]
     lengths = tf.maximum(encoder.row_lengths(), labels.row_lengths())
     kept = tf.where(lengths <= max_length)[:, 0]  # (pairs kept,) int64
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
@@ -240,11 +236,15 @@ def _batched(ordered, tokens_per_batch, max_length, long_pairs, shuffle, seed, r
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
                                           batch_multiple)
 
+    def example(source, target):  # one pair, as a block of one
+        block = _teacher_forcing(tf.RaggedTensor.from_tensor(source[None]),
+                                 tf.RaggedTensor.from_tensor(target[None]), max_length,
+                                 long_pairs)
+        return tf.nest.map_structure(lambda rows: rows[0], block)
+
     def batches(epoch):
-        examples = ordered(epoch).map(
-            lambda source, target: _teacher_forcing(source, target, max_length, long_pairs),
-            num_parallel_calls=tf.data.AUTOTUNE
-        ).filter(lambda inputs, labels: _pair_length(inputs, labels) <= max_length)
+        examples = ordered(epoch).map(example, num_parallel_calls=tf.data.AUTOTUNE).filter(
+            lambda inputs, labels: _pair_length(inputs, labels) <= max_length)
         dataset = _bucketed(examples, boundaries, batch_sizes, static_shapes, batch_multiple)
         if shuffle:  # batches mixed across buckets; in a stream, the same way each epoch
             dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=not repeat)
@@ -360,19 +360,20 @@ def _token_ids(pairs, tokenizer):
 
 
 def _teacher_forcing(source, target, max_length, long_pairs):
-    """One pair's example: `({"encoder_token_ids": source + eos,
-    "decoder_token_ids": bos + target}, target + eos)`, each side cut to
-    `max_length` with `long_pairs="truncate"`."""
+    """Pairs' token ids, ragged `(pairs, None)` without bos/eos, -->
+    `({"encoder_token_ids": source + eos, "decoder_token_ids": bos +
+    target}, target + eos)`, ragged, each side cut to `max_length` with
+    `long_pairs="truncate"`."""
     import tensorflow as tf
 
     if long_pairs == "truncate":
-        source = source[: max_length - 1]
-        target = target[: max_length - 1]
-    eos, bos = tf.constant([EOS_ID]), tf.constant([BOS_ID])
+        source, target = source[:, : max_length - 1], target[:, : max_length - 1]
+    eos = tf.fill([source.nrows(), 1], EOS_ID)
+    bos = tf.fill([source.nrows(), 1], BOS_ID)
     return {
-        "encoder_token_ids": tf.concat([source, eos], 0),
-        "decoder_token_ids": tf.concat([bos, target], 0),
-    }, tf.concat([target, eos], 0)
+        "encoder_token_ids": tf.concat([source, eos], 1),
+        "decoder_token_ids": tf.concat([bos, target], 1),
+    }, tf.concat([target, eos], 1)
 
 
 def _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple):
