@@ -82,12 +82,6 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     kept = tf.where(lengths <= max_length)[:, 0]  # (pairs kept,) int64
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
                                           batch_multiple)
-    # Bucket b holds the pairs of length (boundaries[b-1], boundaries[b]].
-    buckets = tf.searchsorted(tf.constant(boundaries, tf.int64), lengths, side="left")
-
-    def epoch_batches(epoch):
-        plan = _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch)
-        return tf.data.Dataset.from_tensor_slices(plan)
 
     def batch(rows):
         inputs = {"encoder_token_ids": tf.gather(encoder, rows).to_tensor(),
@@ -95,7 +89,26 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
         return _pad_to_bucket(inputs, tf.gather(labels, rows).to_tensor(), boundaries,
                               batch_sizes if static_shapes else None, batch_multiple)
 
-    if repeat:
+    return _planned(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed,
+                    first_epoch if repeat else None)
+
+
+def _planned(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed, first_epoch):
+    """`batch(rows)` of each batch that `_batch_plan` plans from the rows'
+    int64 `lengths` (row `i` in the bucket of `lengths[i]`: bucket `b`
+    holds `(boundaries[b-1], boundaries[b]]`) and the `kept` rows: one
+    epoch, in a new order on every pass with `shuffle`, or the endless
+    stream from `first_epoch` on (`epoch_stream`); prefetched with the
+    autotuner off (`without_autotuning`)."""
+    import tensorflow as tf
+
+    buckets = tf.searchsorted(tf.constant(boundaries, tf.int64), lengths, side="left")
+
+    def epoch_batches(epoch):
+        plan = _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch)
+        return tf.data.Dataset.from_tensor_slices(plan)
+
+    if first_epoch is not None:
         plans = epoch_stream(epoch_batches, first_epoch)
     elif shuffle:  # a new order on every pass: its key drawn anew each time
         plans = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(
@@ -483,7 +496,8 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
     Rows of similar length are batched together under a token budget (a
     length-`L` bucket holds `tokens_per_batch // L` rows) and padded to
     their bucket's boundary, 5% buckets, or 20% with `static_shapes` for
-    XLA, which compiles one program per shape.
+    XLA, which compiles one program per shape. Each epoch's batches are
+    planned at once, as `make_dataset`'s.
 
     Args:
         rows: lists of token ids, one text each, without bos/eos.
@@ -493,7 +507,8 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
         seed: int, the shuffle seed.
         static_shapes: bool, coarser buckets (see above).
         first_epoch: None for one epoch, or the epoch an endless stream
-            of epochs starts at (`shuffled_epochs`).
+            of epochs starts at, each epoch's order a function of `seed`
+            and its number alone (`epoch_stream`).
 
     Returns:
         A prefetched dataset, as `make_dataset`'s.
@@ -508,20 +523,12 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
             f"the longest bucket holds a row. Received: tokens_per_batch={tokens_per_batch}"
         )
     table = ragged_rows([[BOS_ID] + list(r)[:max_length - 1] + [EOS_ID] for r in rows])
-    boundaries = bucket_boundaries(
-        max_length, step=STATIC_BUCKET_STEP if static_shapes else 1.05)
+    boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes)
 
-    def batches(indices, epoch):
-        dataset = indices.map(lambda i: ({"token_ids": table[i][:-1]}, table[i][1:]))
-        # A row of length L, boundaries[i-1] < L <= boundaries[i], is padded to
-        # boundaries[i] (the op pads to one below its boundaries).
-        dataset = dataset.bucket_by_sequence_length(
-            element_length_func=lambda inputs, labels: tf.shape(labels)[0],
-            bucket_boundaries=[b + 1 for b in boundaries],
-            bucket_batch_sizes=[tokens_per_batch // b for b in boundaries] + [1],  # last: unused
-            padding_values=({"token_ids": PAD_ID}, PAD_ID),
-            pad_to_bucket_boundary=True,
-        )
-        return dataset.shuffle(64, seed=seed) if shuffle else dataset
+    def batch(indices):  # rows [bos] ids [eos], padded to their bucket's boundary
+        picked = tf.gather(table, indices)
+        return _pad_to_bucket({"token_ids": picked[:, :-1].to_tensor()},
+                              picked[:, 1:].to_tensor(), boundaries)
 
-    return shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch)
+    return _planned(table.row_lengths() - 1, tf.range(table.nrows()), boundaries, batch_sizes,
+                    batch, shuffle, seed, first_epoch)
