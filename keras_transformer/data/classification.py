@@ -6,7 +6,11 @@ import random
 import numpy as np
 
 from keras_transformer.checks import check_positive_int
-from keras_transformer.data.pipeline import shuffled_epochs
+from keras_transformer.data.pipeline import (
+    doubling_boundaries,
+    pad_to_bucket,
+    planned_batches,
+)
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -69,8 +73,8 @@ def classification_dataset(packed, labels, batch_size=32, shuffle=True, seed=0,
                            first_epoch=None):
     """A `tf.data.Dataset` of `({"token_ids", "segment_ids"}, labels)`
     batches: rows of similar length batched together and padded to 16,
-    32, 64, ... tokens (one shape per bucket), not to `pack_pairs`'s
-    `max_length`.
+    32, 64, ... tokens (`doubling_boundaries`, one shape per bucket), not
+    to all of `pack_pairs`'s `max_length`.
 
     Args:
         packed: `pack_pairs`'s output.
@@ -79,34 +83,26 @@ def classification_dataset(packed, labels, batch_size=32, shuffle=True, seed=0,
         shuffle: bool.
         seed: int, the shuffle seed.
         first_epoch: None for one epoch, or the epoch an endless stream
-            of epochs starts at (`shuffled_epochs`).
+            of epochs starts at (`planned_batches`).
     """
     import tensorflow as tf
 
     check_positive_int("batch_size", batch_size)
-    token_ids, segment_ids = packed["token_ids"], packed["segment_ids"]
+    token_ids = packed["token_ids"]
     if len(labels) != len(token_ids) or not len(labels):
         raise ValueError(
             f"`labels` must hold one class id per row, and there must be rows. "
             f"Received: {len(labels)} labels for {len(token_ids)} rows")
-    lengths = np.count_nonzero(token_ids != PAD_ID, axis=1)
-    table = [tf.constant(a) for a in
-             (token_ids, segment_ids, lengths, np.asarray(labels, "int32"))]
-    max_length = token_ids.shape[1]
-    boundaries = [b for b in (16, 32, 64, 128, 256) if b < max_length] + [max_length]
+    lengths = np.count_nonzero(token_ids != PAD_ID, axis=1)  # (rows,) int64
+    rows = {name: tf.RaggedTensor.from_tensor(ids, lengths=lengths)
+            for name, ids in packed.items()}
+    labels = tf.constant(labels, tf.int32)
+    boundaries = doubling_boundaries(token_ids.shape[1])
 
-    def row(i):
-        ids, segments, length, label = (t[i] for t in table)
-        return {"token_ids": ids[:length], "segment_ids": segments[:length]}, label
+    def batch(indices, _):
+        inputs = {name: tf.gather(ids, indices).to_tensor() for name, ids in rows.items()}
+        return pad_to_bucket(inputs, boundaries), tf.gather(labels, indices)
 
-    def batches(indices, epoch):
-        # A row of length L, boundaries[i-1] < L <= boundaries[i], is padded to
-        # boundaries[i] (the op pads to one below its boundaries).
-        return indices.map(row).bucket_by_sequence_length(
-            lambda inputs, label: tf.shape(inputs["token_ids"])[0],
-            [b + 1 for b in boundaries], [batch_size] * (len(boundaries) + 1),
-            padding_values=({"token_ids": PAD_ID, "segment_ids": 0}, 0),
-            pad_to_bucket_boundary=True,
-        )
-
-    return shuffled_epochs(len(labels), batches, shuffle, seed, first_epoch)
+    return planned_batches(tf.constant(lengths), tf.range(len(lengths), dtype=tf.int64),
+                           boundaries, [batch_size] * len(boundaries), batch, shuffle, seed,
+                           first_epoch)

@@ -12,15 +12,20 @@ whole vocabulary, special ids included: a drawn padding id hides that
 position from attention, a drawn end token fakes a sentence boundary.
 And it takes no seed: its masks follow TensorFlow's global seed and the
 order its ops are created in. Here a batch's masks are a function of the
-pipeline's seed and the batch's index, so a run, or a resumed run, can
-draw them again. Each token is chosen independently, as in RoBERTa's
+pipeline's seed, the epoch and the batch's place in it, so a run, or a
+resumed run, can draw them again. Each token is chosen independently, as in RoBERTa's
 dynamic masking.
 """
 
 import math
 
 from keras_transformer.checks import check_max_length, check_positive_int, check_rate
-from keras_transformer.data.pipeline import ragged_rows, shuffled_epochs
+from keras_transformer.data.pipeline import (
+    doubling_boundaries,
+    pad_to_bucket,
+    planned_batches,
+    ragged_rows,
+)
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES
 
 # Token ids below this are the special pieces; the rest are ordinary.
@@ -41,7 +46,7 @@ def mask_batch(token_ids, seed, mask_id, vocabulary_size, rate=0.15, mask_rate=0
 
     Args:
         token_ids: int32 `(batch, len)`, padded with `PAD_ID`.
-        seed: int32 `(2,)`, the stateless random seed of this batch.
+        seed: int32 or int64 `(2,)`, the stateless random seed of this batch.
         mask_id: int, the mask token's id.
         vocabulary_size: int, random replacements are drawn from
             `[FIRST_ORDINARY_ID, vocabulary_size)`.
@@ -98,15 +103,16 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
         mask_id: int, the mask token's id (`tokenizer.token_to_id("<mask>")`).
         vocabulary_size: int.
         batch_size: int, rows per batch; rows of similar length are
-            batched together (`bucket_by_sequence_length`).
+            batched together and padded to 16, 32, 64, ... tokens
+            (`doubling_boundaries`), one shape per bucket.
         max_length: int.
         rate: float in (0, 1), the fraction of tokens to predict.
         seed: int, the shuffle and masking seed: the same seed gives the
             same batches.
         shuffle: bool.
         first_epoch: None for one epoch, or the epoch an endless stream
-            of epochs starts at (`shuffled_epochs`); batch `i` of epoch `e`
-            is masked with the seed `(seed, e * 2^20 + i)`.
+            of epochs starts at (`planned_batches`), each epoch's rows and
+            masks a function of `seed` and its number alone.
 
     Returns:
         A dataset of `(inputs, mask_ids, mask_weights)`, `inputs` being
@@ -125,27 +131,17 @@ def masked_lm_dataset(rows, mask_id, vocabulary_size, batch_size=32, max_length=
     if not rows:
         raise ValueError("`rows` is empty: there is nothing to train on.")
     table = ragged_rows(rows)
-    # Rows shorter than a boundary are padded to it, so each bucket has
-    # one shape and the training step compiles once per bucket.
-    boundaries = [b for b in (16, 32, 64, 128, 256) if b <= max_length] + [max_length + 1]
+    boundaries = doubling_boundaries(max_length)
     slots = max_predictions(max_length, rate)
 
-    def batches(indices, epoch):
-        def masked(index, token_ids):
-            seed_pair = tf.stack([tf.constant(seed, tf.int64), epoch * 2**20 + index])
-            ids, positions, labels, weights = mask_batch(
-                token_ids, tf.cast(seed_pair, tf.int32), mask_id, vocabulary_size,
-                rate=rate, num_predictions=slots,
-            )
-            padding = [[0, 0], [0, slots - tf.shape(positions)[1]]]
-            inputs = {"token_ids": ids, "segment_ids": tf.zeros_like(ids),
-                      "mask_positions": tf.pad(positions, padding)}
-            return inputs, tf.pad(labels, padding), tf.pad(weights, padding)
+    def batch(indices, batch_seed):
+        token_ids = pad_to_bucket(tf.gather(table, indices).to_tensor(), boundaries)
+        ids, positions, labels, weights = mask_batch(
+            token_ids, batch_seed, mask_id, vocabulary_size, rate=rate, num_predictions=slots)
+        padding = [[0, 0], [0, slots - tf.shape(positions)[1]]]
+        inputs = {"token_ids": ids, "segment_ids": tf.zeros_like(ids),
+                  "mask_positions": tf.pad(positions, padding)}
+        return inputs, tf.pad(labels, padding), tf.pad(weights, padding)
 
-        return indices.map(lambda i: table[i]).bucket_by_sequence_length(
-            lambda r: tf.shape(r)[0], boundaries, [batch_size] * (len(boundaries) + 1),
-            padding_values=PAD_ID, pad_to_bucket_boundary=True,
-        ).enumerate().map(masked)
-
-    return shuffled_epochs(len(rows), batches, shuffle, seed, first_epoch)
-
+    return planned_batches(table.row_lengths(), tf.range(table.nrows()), boundaries,
+                           [batch_size] * len(boundaries), batch, shuffle, seed, first_epoch)

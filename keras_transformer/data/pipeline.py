@@ -33,6 +33,13 @@ def bucket_boundaries(max_length, min_length=4, step=1.05):
     return boundaries + [max_length]
 
 
+def doubling_boundaries(max_length):
+    """16, 32, 64, 128, 256 below `max_length`, then `max_length`: few
+    buckets, for batches of a fixed number of rows (BERT's), whose shapes
+    they keep to one a bucket."""
+    return [b for b in (16, 32, 64, 128, 256) if b < max_length] + [max_length]
+
+
 def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
                  long_pairs="drop", shuffle=True, seed=0, repeat=False,
                  static_shapes=False, batch_multiple=1, first_epoch=0):
@@ -83,30 +90,40 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
                                           batch_multiple)
 
-    def batch(rows):
+    def batch(rows, _):
         inputs = {"encoder_token_ids": tf.gather(encoder, rows).to_tensor(),
                   "decoder_token_ids": tf.gather(decoder, rows).to_tensor()}
-        return _pad_to_bucket(inputs, tf.gather(labels, rows).to_tensor(), boundaries,
-                              batch_sizes if static_shapes else None, batch_multiple)
+        return pad_to_bucket((inputs, tf.gather(labels, rows).to_tensor()), boundaries,
+                             batch_sizes if static_shapes else None, batch_multiple)
 
-    return _planned(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed,
-                    first_epoch if repeat else None)
+    return planned_batches(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed,
+                           first_epoch if repeat else None)
 
 
-def _planned(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed, first_epoch):
-    """`batch(rows)` of each batch that `_batch_plan` plans from the rows'
-    int64 `lengths` (row `i` in the bucket of `lengths[i]`: bucket `b`
-    holds `(boundaries[b-1], boundaries[b]]`) and the `kept` rows: one
-    epoch, in a new order on every pass with `shuffle`, or the endless
-    stream from `first_epoch` on (`epoch_stream`); prefetched with the
-    autotuner off (`without_autotuning`)."""
+def planned_batches(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed,
+                    first_epoch):
+    """`batch(rows, batch_seed)` of each batch that `_batch_plan` plans
+    from the rows' int64 `lengths` (row `i` in the bucket of `lengths[i]`:
+    bucket `b` holds `(boundaries[b-1], boundaries[b]]` and takes
+    `batch_sizes[b]` rows) and the `kept` rows: one epoch, in a new order
+    on every pass with `shuffle`, or the endless stream from `first_epoch`
+    on (`epoch_stream`); prefetched with the autotuner off
+    (`without_autotuning`).
+
+    `rows` is an int64 vector; `batch_seed`, an int64 `(2,)` stateless
+    seed, a function of `seed`, the epoch and the batch's place in it,
+    for a pipeline that draws random numbers per batch (the masked LM's
+    masks): a resumed run draws them again."""
     import tensorflow as tf
 
     buckets = tf.searchsorted(tf.constant(boundaries, tf.int64), lengths, side="left")
 
     def epoch_batches(epoch):
         plan = _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch)
-        return tf.data.Dataset.from_tensor_slices(plan)
+        epoch_seed = tf.stack([tf.constant(seed, tf.int64), epoch])
+        return tf.data.Dataset.from_tensor_slices(plan).enumerate().map(
+            lambda index, rows: (
+                rows, tf.random.experimental.stateless_fold_in(epoch_seed, index)))
 
     if first_epoch is not None:
         plans = epoch_stream(epoch_batches, first_epoch)
@@ -278,40 +295,8 @@ def epoch_stream(batches, first_epoch=0):
     return tf.data.Dataset.range(first_epoch, 2**62).flat_map(batches)
 
 
-def shuffled_epochs(count, batches, shuffle, seed, first_epoch=None):
-    """The batches of `count` examples, `batches(indices, epoch)` being one
-    epoch's batches of the examples at a dataset of int64 `indices`:
-
-    - `shuffle=False`: one epoch, in order;
-    - `first_epoch=None`: one epoch, in a new order on every pass (tf.data's
-      reshuffling), for `fit(epochs=...)`;
-    - `first_epoch=E`: the endless stream of epochs E, E + 1, ... (as
-      `epoch_stream`), each epoch's order a function of `seed` and its
-      number alone: a run resumed at epoch E sees the batches the
-      uninterrupted run saw.
-
-    `epoch` is a scalar int64 tensor (0 unless streaming). The result is
-    prefetched with tf.data's autotuner off (`without_autotuning`).
-    """
-    import tensorflow as tf
-
-    indices = tf.data.Dataset.range(count)
-    if not shuffle or first_epoch is None:
-        if shuffle:
-            indices = indices.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        return without_autotuning(batches(indices, tf.constant(0, tf.int64)))
-
-    def epoch_batches(epoch):
-        order = tf.random.experimental.stateless_shuffle(
-            tf.range(count, dtype=tf.int64), tf.stack([tf.constant(seed, tf.int64), epoch]))
-        return batches(tf.data.Dataset.from_tensor_slices(order), epoch)
-
-    return without_autotuning(epoch_stream(epoch_batches, first_epoch))
-
-
 def ragged_rows(rows):
-    """Lists of token ids --> an int32 `tf.RaggedTensor` `(rows, None)`,
-    whose row `i` (a dense vector) `shuffled_epochs`' indices pick."""
+    """Lists of token ids --> an int32 `tf.RaggedTensor` `(rows, None)`."""
     import tensorflow as tf
 
     lengths = [len(r) for r in rows]
@@ -403,8 +388,8 @@ def _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple):
         pad_to_bucket_boundary=False,
     )
     return dataset.map(
-        lambda inputs, labels: _pad_to_bucket(
-            inputs, labels, boundaries, batch_sizes if static_shapes else None,
+        lambda inputs, labels: pad_to_bucket(
+            (inputs, labels), boundaries, batch_sizes if static_shapes else None,
             batch_multiple)
     )
 
@@ -423,12 +408,13 @@ def without_autotuning(dataset):
     return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
-def _pad_to_bucket(inputs, labels, boundaries, batch_sizes=None, batch_multiple=1):
-    """Pads encoder and decoder sides each to the smallest boundary that
-    holds them, and the rows to a multiple of `batch_multiple`, so a batch's
-    shape is one of a few per bucket. With `batch_sizes` (rows per bucket),
-    pads both sides to the boundary of the longer one and the rows to the
-    bucket's batch size: one shape per bucket."""
+def pad_to_bucket(batch, boundaries, batch_sizes=None, batch_multiple=1):
+    """Pads each of `batch`'s `(rows, length)` tensors (a nest of them) to
+    the smallest boundary that holds its length, and the rows to a
+    multiple of `batch_multiple`, so a batch's shape is one of a few per
+    bucket. With `batch_sizes` (rows per bucket), pads every tensor to the
+    boundary of the longest and the rows to that bucket's batch size: one
+    shape per bucket."""
     import tensorflow as tf
 
     table = tf.constant(boundaries, tf.int32)
@@ -436,10 +422,11 @@ def _pad_to_bucket(inputs, labels, boundaries, batch_sizes=None, batch_multiple=
     def bucket(length):
         return tf.searchsorted(table, [length])[0]
 
-    rows = tf.shape(labels)[0]
+    tensors = tf.nest.flatten(batch)
+    rows = tf.shape(tensors[0])[0]
     rows = (rows + batch_multiple - 1) // batch_multiple * batch_multiple
     if batch_sizes is not None:
-        shared = bucket(tf.maximum(tf.shape(inputs["encoder_token_ids"])[1], tf.shape(labels)[1]))
+        shared = bucket(tf.reduce_max([tf.shape(x)[1] for x in tensors]))
         rows = tf.constant(batch_sizes, tf.int32)[shared]
 
     def pad(x):
@@ -447,7 +434,7 @@ def _pad_to_bucket(inputs, labels, boundaries, batch_sizes=None, batch_multiple=
         padding = [[0, rows - tf.shape(x)[0]], [0, table[index] - tf.shape(x)[1]]]
         return tf.pad(x, padding, constant_values=PAD_ID)
 
-    return {k: pad(v) for k, v in inputs.items()}, pad(labels)
+    return tf.nest.map_structure(pad, batch)
 
 
 def with_known_length(dataset):
@@ -525,10 +512,10 @@ def causal_lm_dataset(rows, tokens_per_batch=4096, max_length=128, shuffle=True,
     table = ragged_rows([[BOS_ID] + list(r)[:max_length - 1] + [EOS_ID] for r in rows])
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes)
 
-    def batch(indices):  # rows [bos] ids [eos], padded to their bucket's boundary
+    def batch(indices, _):  # rows [bos] ids [eos], padded to their bucket's boundary
         picked = tf.gather(table, indices)
-        return _pad_to_bucket({"token_ids": picked[:, :-1].to_tensor()},
-                              picked[:, 1:].to_tensor(), boundaries)
+        return pad_to_bucket(({"token_ids": picked[:, :-1].to_tensor()},
+                              picked[:, 1:].to_tensor()), boundaries)
 
-    return _planned(table.row_lengths() - 1, tf.range(table.nrows()), boundaries, batch_sizes,
-                    batch, shuffle, seed, first_epoch)
+    return planned_batches(table.row_lengths() - 1, tf.range(table.nrows()), boundaries,
+                           batch_sizes, batch, shuffle, seed, first_epoch)

@@ -14,7 +14,7 @@ from keras_transformer.data.pipeline import (
     causal_lm_dataset,
     make_dataset,
     padding_efficiency,
-    shuffled_epochs,
+    planned_batches,
 )
 from keras_transformer.data.tokenizer import (
     BOS_ID,
@@ -248,31 +248,33 @@ def test_causal_lm_batches_shift_each_row_by_one(static_shapes):
     assert sorted(seen) == sorted(tuple(r[:63]) for r in rows)
 
 
-def test_shuffled_epochs_orders_and_streams_without_the_autotuner():
-    def batches(indices, epoch):  # (index, epoch) pairs, 4 to a batch
-        return indices.map(lambda i: (i, epoch)).batch(4)
+def test_planned_batches_order_stream_and_seed_each_batch():
+    lengths = tf.constant([3, 9, 4, 8, 2, 7, 5, 6, 9, 1], tf.int64)
+    kept = tf.constant([0, 1, 2, 3, 4, 5, 6, 7, 9], tf.int64)  # row 8 left out
 
-    def read(dataset, count=None):
-        pairs = [(int(i), int(e)) for b in dataset.take(count or -1) for i, e in zip(*b)]
-        return [i for i, _ in pairs], [e for _, e in pairs]
+    def planned(**kw):  # buckets (0, 4] and (4, 9], 2 rows a batch
+        return planned_batches(lengths, kept, [4, 9], [2, 2],
+                               lambda rows, seed: (rows, seed), seed=5, **kw)
 
-    in_order = shuffled_epochs(10, batches, shuffle=False, seed=0)
-    assert read(in_order) == (list(range(10)), [0] * 10)
-    reshuffled = shuffled_epochs(10, batches, shuffle=True, seed=0)
+    def read(dataset, count=-1):
+        batches = [(r.numpy().tolist(), tuple(s.numpy())) for r, s in dataset.take(count)]
+        return [r for r, _ in batches], [s for _, s in batches]
+
+    in_order, _ = read(planned(shuffle=False, first_epoch=None))
+    assert in_order == [[0, 2], [4, 9], [1, 3], [5, 6], [7]]
+    reshuffled = planned(shuffle=True, first_epoch=None)
     first, second = read(reshuffled)[0], read(reshuffled)[0]
-    assert sorted(first) == sorted(second) == list(range(10)) and first != second
-    # A stream: 3 batches an epoch; the run resumed at epoch 3 sees what the
-    # one started at epoch 2 saw from its fourth batch on.
-    indices, epochs = read(shuffled_epochs(10, batches, True, seed=5, first_epoch=2), 9)
-    assert epochs == [2] * 10 + [3] * 10 + [4] * 10
-    for e in range(3):
-        assert sorted(indices[10 * e:10 * e + 10]) == list(range(10))
-    assert indices[:10] != indices[10:20]
-    resumed = read(shuffled_epochs(10, batches, True, seed=5, first_epoch=3), 6)
-    assert resumed == (indices[10:], epochs[10:])
+    for rows in (first, second):  # each batch within one bucket, every row once
+        assert all(len({lengths.numpy()[i] <= 4 for i in batch}) == 1 for batch in rows)
+        assert sorted(sum(rows, [])) == kept.numpy().tolist()
+    assert first != second
+    # A stream: 5 batches an epoch, a new order each; the run resumed at
+    # epoch 3 sees the rows and seeds the one started at epoch 2 saw there.
+    rows, seeds = read(planned(shuffle=True, first_epoch=2), 15)
+    assert rows[:5] != rows[5:10] and len(set(seeds)) == 15
+    assert read(planned(shuffle=True, first_epoch=3), 10) == (rows[5:], seeds[5:])
     # Deleting an exhausted iterator waits for the autotuner's next wake-up.
-    for dataset in (in_order, reshuffled, shuffled_epochs(10, batches, True, 5, 2)):
-        assert dataset.options().autotune.enabled is False
+    assert reshuffled.options().autotune.enabled is False
 
 
 def test_causal_lm_dataset_refuses_bad_arguments():
