@@ -57,8 +57,6 @@ def fit_steps(model, batches):
     try:
         import tensorflow as tf
     except ImportError:
-        tf = None
-    if tf is None:
         dataset, steps = (batch for batch in batches), len(batches)
     else:
         from keras_transformer.data.pipeline import without_autotuning
