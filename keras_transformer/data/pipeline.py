@@ -83,21 +83,36 @@ def make_dataset(pairs, tokenizer, tokens_per_batch=4096, max_length=128,
     _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple)
     # The corpus tokenized in one pass, as one ragged block of each side.
     source, target = next(iter(_token_ids(pairs, tokenizer).ragged_batch(len(pairs))))
-    inputs, labels = _teacher_forcing(source, target, max_length, long_pairs)
-    encoder, decoder = inputs["encoder_token_ids"], inputs["decoder_token_ids"]
-    lengths = tf.maximum(encoder.row_lengths(), labels.row_lengths())
-    kept = tf.where(lengths <= max_length)[:, 0]  # (pairs kept,) int64
+    block, lengths, kept = _examples(source, target, max_length, long_pairs)
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
                                           batch_multiple)
 
     def batch(rows, _):
-        inputs = {"encoder_token_ids": tf.gather(encoder, rows).to_tensor(),
-                  "decoder_token_ids": tf.gather(decoder, rows).to_tensor()}
-        return pad_to_bucket((inputs, tf.gather(labels, rows).to_tensor()), boundaries,
-                             batch_sizes if static_shapes else None, batch_multiple)
+        return _padded(block, rows, boundaries, batch_sizes if static_shapes else None,
+                       batch_multiple)
 
     return planned_batches(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed,
                            first_epoch if repeat else None)
+
+
+def _examples(source, target, max_length, long_pairs):
+    """Pairs' ragged token ids --> `(block, lengths, kept)`: the teacher-forcing
+    examples as one ragged block (`_teacher_forcing`), each pair's length
+    (its longer side, bos/eos included; int64) and the pairs within
+    `max_length` (int64 indices)."""
+    import tensorflow as tf
+
+    inputs, labels = _teacher_forcing(source, target, max_length, long_pairs)
+    lengths = tf.maximum(inputs["encoder_token_ids"].row_lengths(), labels.row_lengths())
+    return (inputs, labels), lengths, tf.where(lengths <= max_length)[:, 0]
+
+
+def _padded(block, rows, boundaries, batch_sizes, batch_multiple):
+    """The batch of `block`'s examples at `rows`, padded (`pad_to_bucket`)."""
+    import tensorflow as tf
+
+    return pad_to_bucket(tf.nest.map_structure(lambda x: tf.gather(x, rows).to_tensor(), block),
+                         boundaries, batch_sizes, batch_multiple)
 
 
 def planned_batches(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed,
@@ -119,30 +134,39 @@ def planned_batches(lengths, kept, boundaries, batch_sizes, batch, shuffle, seed
     buckets = tf.searchsorted(tf.constant(boundaries, tf.int64), lengths, side="left")
 
     def epoch_batches(epoch):
-        plan = _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch)
+        plan, _ = _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch)
         epoch_seed = tf.stack([tf.constant(seed, tf.int64), epoch])
         return tf.data.Dataset.from_tensor_slices(plan).enumerate().map(
             lambda index, rows: (
                 rows, tf.random.experimental.stateless_fold_in(epoch_seed, index)))
 
+    return without_autotuning(_epochs(epoch_batches, shuffle, seed, first_epoch).map(
+        batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+
+
+def _epochs(epoch_batches, shuffle, seed, first_epoch):
+    """`epoch_batches(epoch)`, `epoch` a scalar int64 tensor: the endless
+    stream from `first_epoch` on (`epoch_stream`), or with `first_epoch`
+    None one epoch, in a new order on every pass with `shuffle` (its
+    `epoch` drawn anew each time), else epoch 0."""
+    import tensorflow as tf
+
     if first_epoch is not None:
-        plans = epoch_stream(epoch_batches, first_epoch)
-    elif shuffle:  # a new order on every pass: its key drawn anew each time
-        plans = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(
+        return epoch_stream(epoch_batches, first_epoch)
+    if shuffle:
+        return tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(
             1).flat_map(epoch_batches)
-    else:
-        plans = epoch_batches(tf.constant(0, tf.int64))
-    return without_autotuning(plans.map(batch, num_parallel_calls=tf.data.AUTOTUNE,
-                                        deterministic=True))
+    return epoch_batches(tf.constant(0, tf.int64))
 
 
-def _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch):
+def _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch, partial=True):
     """One epoch's batches as the corpus rows of each, a ragged int64
     `(batches, None)`: the `kept` rows in an order drawn from `(seed,
     epoch)` (or as they are, without `shuffle`), grouped by bucket in that
     order, cut into batches of their bucket's `batch_sizes` rows (a
     bucket's last batch partial), and the batches shuffled by a second
-    key.
+    key. Without `partial` (a bool tensor too) the rows that do not fill
+    a bucket's last batch make none. Returns the plan and those rows.
 
     The whole epoch is planned at once, in a few vectorized ops: tf.data's
     `bucket_by_sequence_length` gives the same batches element by element
@@ -160,16 +184,19 @@ def _batch_plan(kept, buckets, batch_sizes, shuffle, seed, epoch):
     count = len(batch_sizes)
     rows = tf.constant(batch_sizes, tf.int64)
     in_bucket = tf.math.bincount(bucket, minlength=count, maxlength=count, dtype=tf.int64)
-    batches = (in_bucket + rows - 1) // rows  # per bucket
+    batches = (in_bucket + tf.cast(partial, tf.int64) * (rows - 1)) // rows  # per bucket
     rank = tf.range(tf.size(bucket, out_type=tf.int64)) - tf.gather(
         tf.cumsum(in_bucket, exclusive=True), bucket)  # a row's place in its bucket
     batch = tf.gather(tf.cumsum(batches, exclusive=True), bucket) + rank // tf.gather(
         rows, bucket)
-    plan = tf.RaggedTensor.from_value_rowids(order, batch, nrows=tf.reduce_sum(batches))
+    batched = rank < tf.gather(batches * rows, bucket)
+    plan = tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(order, batched), tf.boolean_mask(batch, batched),
+        nrows=tf.reduce_sum(batches))
     if shuffle:
         plan = tf.gather(plan, tf.random.experimental.stateless_shuffle(
             tf.range(plan.nrows()), tf.stack([seed, -1 - epoch])))
-    return plan
+    return plan, tf.boolean_mask(order, ~batched)
 
 
 def prepared_dataset(directory, tokens_per_batch=4096, max_length=128, long_pairs="drop",
@@ -180,16 +207,16 @@ def prepared_dataset(directory, tokens_per_batch=4096, max_length=128, long_pair
     the corpus, and the first batch waits for one window, not a pass.
 
     Each epoch reads the shards in an order drawn from `(seed, epoch)`,
-    eight at a time interleaved, and permutes each `window` of pairs by a
-    stateless shuffle (`_permuted`), so an epoch's batches are a function
-    of its number alone, as `make_dataset`'s, and a resumed run rebuilds
-    them. `prepare` wrote every shard in random order, from pairs spread
-    over the shards at random, so a window is a random sample of the
-    corpus.
+    eight at a time interleaved, and plans the batches of each `window`
+    of pairs at once (`_streamed`), in an order drawn from `(seed, epoch)`
+    and the window's place, so an epoch's batches are a function of its
+    number alone, as `make_dataset`'s, and a resumed run rebuilds them.
+    `prepare` wrote every shard in random order, from pairs spread over
+    the shards at random, so a window is a random sample of the corpus.
 
     Args:
         directory: a prepared corpus's directory.
-        window: int, the pairs permuted together (65,536: about 16 MB).
+        window: int, the pairs planned together (65,536: about 16 MB).
         Others: as `make_dataset`'s.
     """
     import tensorflow as tf
@@ -202,20 +229,18 @@ def prepared_dataset(directory, tokens_per_batch=4096, max_length=128, long_pair
     paths = tf.constant(shard_paths(directory, manifest))
     count = len(manifest["shards"])
 
-    def ordered(epoch):
-        epoch = tf.constant(0, tf.int64) if epoch is None else epoch
+    def windows(epoch):
         files = paths
-        if shuffle:  # a seed apart from every window's (see `_permuted`)
+        if shuffle:  # the key of window 0, which no window has (see `_streamed`)
             files = tf.gather(paths, tf.random.experimental.stateless_shuffle(
-                tf.range(count), tf.stack([tf.cast(seed, tf.int64), -1 - epoch])))
-        pairs = tf.data.Dataset.from_tensor_slices(files).interleave(
+                tf.range(count), tf.stack([tf.cast(seed, tf.int64), epoch * 2**20])))
+        return tf.data.Dataset.from_tensor_slices(files).interleave(
             tf.data.TFRecordDataset, cycle_length=min(count, 8), block_length=1,
             num_parallel_calls=min(count, 8), deterministic=True,
-        ).batch(1024).map(decode_pairs, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-        return _permuted(pairs.ragged_batch(window), seed, epoch) if shuffle else pairs
+        ).batch(window).map(decode_pairs, num_parallel_calls=2)  # the next while one plans
 
-    return _batched(ordered, tokens_per_batch, max_length, long_pairs, shuffle, seed,
-                    repeat, static_shapes, batch_multiple, first_epoch)
+    return _streamed(windows, tokens_per_batch, max_length, long_pairs, shuffle, seed,
+                     static_shapes, batch_multiple, first_epoch if repeat else None)
 
 
 def bucket_plan(tokens_per_batch, max_length, static_shapes=False, batch_multiple=1):
@@ -257,30 +282,52 @@ def count_batches(length_counts, tokens_per_batch, max_length=128, long_pairs="d
     return batches, sum(in_bucket)
 
 
-def _batched(ordered, tokens_per_batch, max_length, long_pairs, shuffle, seed, repeat,
-             static_shapes, batch_multiple, first_epoch):
-    """`ordered(epoch)`'s `(source_ids, target_ids)` examples as training
-    batches (see `make_dataset`); an endless epoch stream with `repeat`."""
+def _streamed(windows, tokens_per_batch, max_length, long_pairs, shuffle, seed,
+              static_shapes, batch_multiple, first_epoch):
+    """The training batches (see `make_dataset`) of the pairs that
+    `windows(epoch)` gives as ragged `(source_ids, target_ids)` blocks,
+    one epoch or, from `first_epoch` on, the endless stream (`_epochs`).
+
+    Each window is planned as `make_dataset` plans a corpus (`_batch_plan`,
+    window `w` of epoch `e` keyed `e * 2^20 + w`, from 1), but the rows
+    that do not fill a bucket's batch wait for the next window's, and
+    after the last window (an empty one keyed `e * 2^20 + 2^20 - 1`) each
+    bucket's waiting rows make a partial batch. An epoch thus holds the batches `count_batches` counts, one
+    partial batch a bucket, whatever the windows."""
     import tensorflow as tf
 
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
                                           batch_multiple)
-
-    def example(source, target):  # one pair, as a block of one
-        block = _teacher_forcing(tf.RaggedTensor.from_tensor(source[None]),
-                                 tf.RaggedTensor.from_tensor(target[None]), max_length,
-                                 long_pairs)
-        return tf.nest.map_structure(lambda rows: rows[0], block)
+    nothing = (tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))  # (values, row lengths)
+    none = tf.RaggedTensor.from_row_lengths(*nothing)
 
     def batches(epoch):
-        examples = ordered(epoch).map(example, num_parallel_calls=tf.data.AUTOTUNE).filter(
-            lambda inputs, labels: _pair_length(inputs, labels) <= max_length)
-        dataset = _bucketed(examples, boundaries, batch_sizes, static_shapes, batch_multiple)
-        if shuffle:  # batches mixed across buckets; in a stream, the same way each epoch
-            dataset = dataset.shuffle(64, seed=seed, reshuffle_each_iteration=not repeat)
-        return dataset
+        # tf.data's scan keeps no ragged state: the pairs carried over from
+        # one window to the next are each side's (values, row lengths).
+        def plan(waiting, window):
+            source, target, index, last = window
+            source, target = (tf.concat([tf.RaggedTensor.from_row_lengths(*w), x], 0)
+                              for w, x in zip(waiting, (source, target)))
+            block, lengths, kept = _examples(source, target, max_length, long_pairs)
+            buckets = tf.searchsorted(tf.constant(boundaries, tf.int64), lengths, side="left")
+            rows, left = _batch_plan(kept, buckets, batch_sizes, shuffle, seed,
+                                     epoch * 2**20 + index, partial=last)
+            waiting = tuple((x.flat_values, x.row_lengths())
+                            for x in (tf.gather(source, left), tf.gather(target, left)))
+            return waiting, (block, rows)
 
-    return without_autotuning(epoch_stream(batches, first_epoch) if repeat else batches(None))
+        numbered = windows(epoch).enumerate(start=1).map(lambda index, pairs: (
+            *(side.with_row_splits_dtype(tf.int64) for side in pairs), index, False))
+        end = tf.data.Dataset.from_tensors((none, none, tf.constant(2**20 - 1, tf.int64), True))
+        return numbered.concatenate(end).scan((nothing, nothing), plan).flat_map(
+            lambda block, rows: tf.data.Dataset.zip(
+                tf.data.Dataset.from_tensors(block).repeat(),
+                tf.data.Dataset.from_tensor_slices(rows)))
+
+    return without_autotuning(_epochs(batches, shuffle, seed, first_epoch).map(
+        lambda block, rows: _padded(block, rows, boundaries,
+                                    batch_sizes if static_shapes else None, batch_multiple),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
 
 
 def epoch_stream(batches, first_epoch=0):
@@ -304,23 +351,6 @@ def ragged_rows(rows):
     return tf.RaggedTensor.from_row_lengths(flat, np.asarray(lengths, np.int64))
 
 
-def _permuted(blocks, seed, epoch):
-    """The examples of `blocks` (ragged batches of them), each block in an
-    order fixed by `seed`, `epoch` (a tensor) and the block's index: a
-    stateless shuffle, as tf.data's shuffle takes a tensor seed only when
-    the global seed is not 0."""
-    import tensorflow as tf
-
-    def permuted(block, examples):
-        rows = tf.shape(tf.nest.flatten(examples)[0].row_lengths())[0]
-        order = tf.random.experimental.stateless_shuffle(
-            tf.range(rows), tf.stack([tf.cast(seed, tf.int64), epoch * 2**20 + block]))
-        return tf.data.Dataset.from_tensor_slices(order).map(
-            lambda row: tf.nest.map_structure(lambda x: x[row], examples))
-
-    return blocks.enumerate().flat_map(permuted)
-
-
 def _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_multiple):
     check_choice("long_pairs", long_pairs, ("drop", "truncate"))
     if not pairs:
@@ -332,13 +362,6 @@ def _check_arguments(pairs, tokens_per_batch, max_length, long_pairs, batch_mult
             f"`tokens_per_batch` must be >= max_length={max_length} so that "
             f"the longest bucket holds a pair. Received: tokens_per_batch={tokens_per_batch}"
         )
-
-
-def _pair_length(inputs, labels):
-    """The longer side of one example, in tokens."""
-    import tensorflow as tf
-
-    return tf.maximum(tf.shape(inputs["encoder_token_ids"])[0], tf.shape(labels)[0])
 
 
 def _token_ids(pairs, tokenizer):
@@ -372,26 +395,6 @@ def _teacher_forcing(source, target, max_length, long_pairs):
         "encoder_token_ids": tf.concat([source, eos], 1),
         "decoder_token_ids": tf.concat([bos, target], 1),
     }, tf.concat([target, eos], 1)
-
-
-def _bucketed(dataset, boundaries, batch_sizes, static_shapes, batch_multiple):
-    """Examples --> padded batches by length bucket: bucket b holds lengths
-    in (boundaries[b-1], boundaries[b]] and `batch_sizes[b]` rows."""
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda inputs, labels: _pair_length(inputs, labels) - 1,
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=batch_sizes + batch_sizes[-1:],  # the last: never used
-        padded_shapes=(
-            {"encoder_token_ids": [None], "decoder_token_ids": [None]}, [None]
-        ),
-        padding_values=({"encoder_token_ids": PAD_ID, "decoder_token_ids": PAD_ID}, PAD_ID),
-        pad_to_bucket_boundary=False,
-    )
-    return dataset.map(
-        lambda inputs, labels: pad_to_bucket(
-            (inputs, labels), boundaries, batch_sizes if static_shapes else None,
-            batch_multiple)
-    )
 
 
 def without_autotuning(dataset):

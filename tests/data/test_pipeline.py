@@ -86,30 +86,40 @@ def test_an_epoch_stream_rebuilds_any_epoch_and_position(numbers_tokenizer):
 @given(buckets=st.lists(st.integers(0, 4), min_size=1, max_size=120),
        batch_sizes=st.lists(st.integers(1, 9), min_size=5, max_size=5),
        dropped=st.sets(st.integers(0, 119)), shuffle=st.booleans(),
-       epoch=st.integers(0, 3))
+       epoch=st.integers(0, 3), partial=st.booleans())
 def test_an_epoch_plan_fills_every_batch_but_one_a_bucket(buckets, batch_sizes, dropped,
-                                                          shuffle, epoch):
+                                                          shuffle, epoch, partial):
     # What bucketing one example at a time gives (and `count_batches`
     # counts): each kept row once, in batches of one bucket, full but for
-    # at most one a bucket.
+    # at most one a bucket. Without `partial` (a window of a stream), the
+    # rows short of a full batch are handed back instead.
     kept = [i for i in range(len(buckets)) if i not in dropped]
-    plan = _batch_plan(tf.constant(kept, tf.int64), tf.constant(buckets, tf.int64),
-                       batch_sizes, shuffle, 0, tf.constant(epoch, tf.int64)).to_list()
-    assert sorted(row for batch in plan for row in batch) == kept
-    partial = collections.Counter()
-    for batch in plan:
+
+    def plan(epoch):
+        batches, left = _batch_plan(tf.constant(kept, tf.int64), tf.constant(buckets, tf.int64),
+                                    batch_sizes, shuffle, 0, tf.constant(epoch, tf.int64),
+                                    partial=partial)
+        return batches.to_list(), left.numpy().tolist()
+
+    batches, left = plan(epoch)
+    assert sorted(sum(batches, []) + left) == kept
+    partial_batches = collections.Counter()
+    for batch in batches:
         bucket = {buckets[row] for row in batch}
         assert len(bucket) == 1
         bucket = bucket.pop()
         assert 0 < len(batch) <= batch_sizes[bucket]
-        partial[bucket] += len(batch) < batch_sizes[bucket]
-    assert max(partial.values(), default=0) <= 1
+        partial_batches[bucket] += len(batch) < batch_sizes[bucket]
     in_bucket = collections.Counter(buckets[row] for row in kept)
-    assert len(plan) == sum(-(-n // batch_sizes[b]) for b, n in in_bucket.items())
+    if partial:
+        assert not left and max(partial_batches.values(), default=0) <= 1
+        assert len(batches) == sum(-(-n // batch_sizes[b]) for b, n in in_bucket.items())
+    else:
+        assert not any(partial_batches.values())
+        assert collections.Counter(buckets[row] for row in left) == {
+            b: n % batch_sizes[b] for b, n in in_bucket.items() if n % batch_sizes[b]}
     if shuffle and epoch == 0 and len(kept) > 20:  # another epoch, another plan
-        other = _batch_plan(tf.constant(kept, tf.int64), tf.constant(buckets, tf.int64),
-                            batch_sizes, shuffle, 0, tf.constant(1, tf.int64)).to_list()
-        assert other != plan
+        assert plan(1)[0] != batches
 
 
 def test_batches_respect_the_token_budget_and_teacher_forcing(numbers_tokenizer):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.pipeline import (
-    _batched,
+    _streamed,
     count_batches,
     make_dataset,
     prepared_dataset,
@@ -99,10 +99,10 @@ def test_prepare_holds_out_tokenizes_and_counts_every_pair(corpus):
         max(len(s), len(t)) for s, t in expected.elements()).items())}
 
 
-@pytest.mark.parametrize("long_pairs, static_shapes, batch_multiple",
-                         [("drop", False, 1), ("truncate", True, 2)])
+@pytest.mark.parametrize("long_pairs, static_shapes, batch_multiple, window",
+                         [("drop", False, 1, 2**16), ("truncate", True, 2, 100)])
 def test_a_prepared_corpus_gives_make_datasets_batches(corpus, long_pairs, static_shapes,
-                                                       batch_multiple):
+                                                       batch_multiple, window):
     output, manifest, _, _, train = corpus
     tokenizer = load_tokenizer(os.path.join(output, "tokenizer.model"))
     options = dict(tokens_per_batch=256, max_length=12, long_pairs=long_pairs,
@@ -111,7 +111,7 @@ def test_a_prepared_corpus_gives_make_datasets_batches(corpus, long_pairs, stati
     assert (kept < 2700) == (long_pairs == "drop")  # max_length 12 drops some
 
     in_memory = make_dataset(train, tokenizer, shuffle=False, **options)
-    streamed = prepared_dataset(output, shuffle=False, **options)
+    streamed = prepared_dataset(output, shuffle=False, window=window, **options)
     assert sum(1 for _ in streamed) == sum(1 for _ in in_memory) == batches
     assert examples(streamed) == examples(in_memory)
     assert sum(examples(streamed).values()) == kept
@@ -142,18 +142,19 @@ def test_a_prepared_stream_rebuilds_any_epoch_and_position(corpus):
                         max_size=200),
        max_length=st.integers(8, 40), extra_tokens=st.integers(0, 300),
        long_pairs=st.sampled_from(["drop", "truncate"]), static_shapes=st.booleans(),
-       batch_multiple=st.integers(1, 3))
+       batch_multiple=st.integers(1, 3), window=st.integers(1, 80), shuffle=st.booleans())
 def test_count_batches_equals_the_batches_of_a_pass(lengths, max_length, extra_tokens,
                                                     long_pairs, static_shapes,
-                                                    batch_multiple):
+                                                    batch_multiple, window, shuffle):
     options = dict(tokens_per_batch=max_length + extra_tokens, max_length=max_length,
                    long_pairs=long_pairs, static_shapes=static_shapes,
                    batch_multiple=batch_multiple)
     pairs = tf.data.Dataset.from_tensor_slices(
         (tf.ragged.constant([[5] * s for s, _ in lengths]),
          tf.ragged.constant([[6] * t for _, t in lengths])))
-    dataset = _batched(lambda epoch: pairs, shuffle=False, seed=0, repeat=False,
-                       first_epoch=0, **options)
+    # Windows of any size: the rows short of a batch wait for the next one.
+    dataset = _streamed(lambda epoch: pairs.ragged_batch(window), shuffle=shuffle, seed=0,
+                        first_epoch=None, **options)
     histogram = collections.Counter(max(s, t) for s, t in lengths)
     batches, kept = count_batches(histogram, **options)
     assert sum(1 for _ in dataset) == batches
