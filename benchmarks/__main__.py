@@ -50,9 +50,10 @@ def _row(what, a, b, c, unit="s"):
 
 
 def _path(backend, jit_compile):
-    """How a step ran: "XLA", "graph mode" or "eager"."""
+    """How a step ran: "XLA", "torch.compile" (`jit_compile=True` on
+    PyTorch), "graph mode" or "eager"."""
     if jit_compile:
-        return "XLA"
+        return "torch.compile" if backend == "torch" else "XLA"
     return "graph mode" if backend == "tensorflow" else "eager"
 
 

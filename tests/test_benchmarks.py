@@ -199,6 +199,16 @@ def test_language_model_benchmark_runs_on_this_backend():
         assert c["ratio_min"] <= c["ratio_median"] <= c["ratio_max"]
 
 
+def test_each_row_names_the_path_its_step_ran():
+    from benchmarks.__main__ import _path
+
+    assert [_path(backend, False) for backend in ("tensorflow", "jax", "torch")] == [
+        "graph mode", "eager", "eager"]
+    # jit_compile=True is XLA on TensorFlow and JAX, torch.compile on PyTorch.
+    assert [_path(backend, True) for backend in ("tensorflow", "jax", "torch")] == [
+        "XLA", "XLA", "torch.compile"]
+
+
 @pytest.mark.once
 def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     # Once, on PyTorch (the fastest to start): every suite, tiny sizes.
