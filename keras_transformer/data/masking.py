@@ -13,8 +13,8 @@ position from attention, a drawn end token fakes a sentence boundary.
 And it takes no seed: its masks follow TensorFlow's global seed and the
 order its ops are created in. Here a batch's masks are a function of the
 pipeline's seed, the epoch and the batch's place in it, so a run, or a
-resumed run, can draw them again. Each token is chosen independently, as in RoBERTa's
-dynamic masking.
+resumed run, can draw them again. Each token is chosen independently,
+as in RoBERTa's dynamic masking.
 """
 
 import math

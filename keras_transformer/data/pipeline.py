@@ -292,8 +292,9 @@ def _streamed(windows, tokens_per_batch, max_length, long_pairs, shuffle, seed,
     window `w` of epoch `e` keyed `e * 2^20 + w`, from 1), but the rows
     that do not fill a bucket's batch wait for the next window's, and
     after the last window (an empty one keyed `e * 2^20 + 2^20 - 1`) each
-    bucket's waiting rows make a partial batch. An epoch thus holds the batches `count_batches` counts, one
-    partial batch a bucket, whatever the windows."""
+    bucket's waiting rows make a partial batch. An epoch thus holds the
+    batches `count_batches` counts, one partial batch a bucket, whatever
+    the windows."""
     import tensorflow as tf
 
     boundaries, batch_sizes = bucket_plan(tokens_per_batch, max_length, static_shapes,
