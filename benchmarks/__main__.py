@@ -20,6 +20,7 @@ from typing import Literal
 import keras
 
 from benchmarks import training
+from benchmarks.training import step_path
 from keras_transformer.cli import _value_parser
 from keras_transformer.freed_memory import keep_freed_memory
 
@@ -49,14 +50,6 @@ def _row(what, a, b, c, unit="s"):
     return f"| {what} | {a} {c['a_s']:.3f} {unit} | {b} {c['b_s']:.3f} {unit} | {_ratio(c)} |"
 
 
-def _path(backend, jit_compile):
-    """How a step ran: "XLA", "torch.compile" (`jit_compile=True` on
-    PyTorch), "graph mode" or "eager"."""
-    if jit_compile:
-        return "torch.compile" if backend == "torch" else "XLA"
-    return "graph mode" if backend == "tensorflow" else "eager"
-
-
 def table(results):
     """The Markdown table of `results` (suite name -> its `run` result)."""
     backend = keras.backend.backend()
@@ -65,7 +58,7 @@ def table(results):
     if "training" in results:
         r = results["training"]
         steps, p = r["steps"], r["parameters"]
-        what = (f"training ({_path(r['backend'], r['jit_compile'])}), {steps} steps, "
+        what = (f"training ({step_path(r['backend'], r['jit_compile'])}), {steps} steps, "
                 f"{r['target_tokens']} target tokens")
         lines.append(_row(what, "ours", "keras-hub, Keras's sparse cross-entropy",
                           r["ours_vs_keras_hub"]))
@@ -86,7 +79,7 @@ def table(results):
             f"median peak {m['matmul_peak_flops'] / 1e9:.0f} GFLOP/s; "
             f"keras-hub's {_range(m['keras_hub_utilisation'])}",
             f"- first-step compile time (ours): {r['compile_s']:.1f} s",
-            f"- mixed_bfloat16 ({_path(r['backend'], b['jit_compile'])}): "
+            f"- mixed_bfloat16 ({step_path(r['backend'], b['jit_compile'])}): "
             f"{b['speedup']:.2f}x the float32 speed; mean loss over "
             f"the same steps {b['bfloat16_loss']:.3f} vs {b['float32_loss']:.3f} (float32)",
         ]
@@ -110,7 +103,7 @@ def table(results):
                      f"{e['fixed']:.1%}")
     if "language_models" in results:
         r = results["language_models"]
-        what = (f"training ({_path(backend, r['jit_compile'])}), {r['steps']} steps of "
+        what = (f"training ({step_path(backend, r['jit_compile'])}), {r['steps']} steps of "
                 f"{r['batch']} x {r['length']}")
         lines.append(_row(f"CausalLM {what}", "ours", "keras-hub GPT2CausalLM",
                           r["causal_lm"]))

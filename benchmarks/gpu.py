@@ -1,13 +1,15 @@
 """The paper-scale check of an accelerator, on the backend Keras loads:
-the `base` preset's training step (XLA on TensorFlow and JAX, eager on
-PyTorch, as `train` runs them) in float32 and mixed_bfloat16, with its
-real target tokens a second and its model FLOPs utilisation against the
-device's matrix-multiplication peak measured in the same precision and
-the same run; then cached beam search (beam 4, alpha 0.6, up to input
-+ 50 tokens) in sentences a second.
+the `base` preset's training step (as `train` runs it on a GPU: XLA on
+TensorFlow and JAX, eager PyTorch; `--jit-compile` chooses another
+path) in float32 and mixed_bfloat16, with its real target tokens a
+second and its model FLOPs utilisation against the device's
+matrix-multiplication peak measured in the same precision and the same
+run; then cached beam search (beam 4, alpha 0.6, up to input + 50
+tokens) in sentences a second.
 
     KERAS_BACKEND=jax python -m benchmarks.gpu               # base, 200 x 128 tokens
     KERAS_BACKEND=tensorflow python -m benchmarks.gpu --small  # tiny sizes, any CPU
+    KERAS_BACKEND=torch python -m benchmarks.gpu --jit-compile true  # torch.compile
 
 It runs on the device the backend chooses: a GPU where there is one. The
 base preset's default batch, 200 rows of up to 128 tokens a side (about
@@ -19,6 +21,7 @@ import argparse
 import json
 import statistics
 import time
+from typing import Literal
 
 import keras
 import numpy as np
@@ -29,11 +32,13 @@ from benchmarks.training import (
     our_model,
     preset_sizes,
     real_target_tokens,
+    step_path,
     training_flops,
 )
 from benchmarks.timing import compiled, timed
+from keras_transformer.cli import _value_parser
 from keras_transformer.decoding.beam_search import beam_search
-from keras_transformer.training.runs import allow_tf32, has_accelerator
+from keras_transformer.training.runs import allow_tf32, has_accelerator, resolve_jit_compile
 
 POLICIES = ("float32", "mixed_bfloat16")
 SMALL = dict(config=dict(preset_sizes("tiny", num_layers=1, vocabulary_size=100),
@@ -61,17 +66,18 @@ def matmul_peak(dtype, n=8192, repeats=10):
     return 2 * n ** 3 / best
 
 
-def training_step(config, policy, steps, rounds, peak):
-    """Our model at `config`'s sizes in the dtype `policy`, trained on
-    `steps` timed batches per round in one `fit` call (after its untimed
-    first step, `fit_steps`) once a first call has compiled; returns the
+def training_step(config, policy, steps, rounds, peak, jit_compile):
+    """Our model at `config`'s sizes in the dtype `policy`, compiled with
+    `jit_compile`, trained on `steps` timed batches per round in one `fit`
+    call (after its untimed first step, `fit_steps`) once a first call has
+    compiled; returns the
     median step time, real target tokens a second, FLOP/s, utilisation of
     `peak` and the mean loss of the last round."""
     batches = make_batches(steps + 1, config["batch"], config["length"],
                            config["vocabulary_size"])
     keras.utils.set_random_seed(0)
     model = our_model(config, dtype=policy)
-    step = keras_trainer(model, jit_compile=keras.backend.backend() != "torch")
+    step = keras_trainer(model, jit_compile=jit_compile)
     step(batches[:1])  # compile
     times = []
     for _ in range(rounds):
@@ -110,18 +116,21 @@ def beam_search_speed(config, batch, source_length, max_extra_length, rounds):
 
 
 def run(config=None, steps=10, rounds=3, matmul_size=8192, beam_batch=64, source_length=32,
-        max_extra_length=50):
+        max_extra_length=50, jit_compile="auto"):
     """Every figure of the module docstring on the current backend; the
     model is the `base` preset at 200 x 128 tokens unless `config` (sizes
-    as `benchmarks.training.REFERENCE`) says otherwise."""
+    as `benchmarks.training.REFERENCE`) says otherwise. `jit_compile` as
+    `train` takes it ("auto": its choice for the device at hand)."""
     config = {**preset_sizes("base"), "batch": 200, "length": 128, **(config or {})}
     allow_tf32()  # float32 as `train` runs it
+    jit = resolve_jit_compile(jit_compile)
     result = {"backend": keras.backend.backend(), "accelerator": has_accelerator(),
-              "devices": _devices(), "config": config, "steps": steps, "rounds": rounds}
+              "devices": _devices(), "config": config, "steps": steps, "rounds": rounds,
+              "jit_compile": jit}
     for policy in POLICIES:
         dtype = "float32" if policy == "float32" else "bfloat16"
         peak = matmul_peak(dtype, matmul_size)
-        result[policy] = training_step(config, policy, steps, rounds, peak)
+        result[policy] = training_step(config, policy, steps, rounds, peak, jit)
     result["beam_search"] = beam_search_speed(config, beam_batch, source_length,
                                               max_extra_length, rounds)
     return result
@@ -137,7 +146,9 @@ def _devices():
 
 def table(result):
     c = result["config"]
-    lines = [f"{result['backend']} on {', '.join(result['devices'])}: d_model {c['d_model']}, "
+    path = step_path(result["backend"], result["jit_compile"])
+    lines = [f"{result['backend']} ({path}) on {', '.join(result['devices'])}: "
+             f"d_model {c['d_model']}, "
              f"{c['num_layers']}+{c['num_layers']} layers, vocabulary {c['vocabulary_size']:,}, "
              f"batch {c['batch']} x {c['length']}, {result[POLICIES[0]]['parameters']:,} weights",
              "",
@@ -161,9 +172,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="tiny sizes, for a CPU or a test")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jit-compile", default="auto",
+                        type=_value_parser(Literal["auto"] | bool),
+                        help='the training step\'s path: "auto" (as `train` runs it), true '
+                             "(XLA; torch.compile on PyTorch) or false")
     parser.add_argument("--json", help="save the figures here")
     args = parser.parse_args(argv)
-    result = run(rounds=args.rounds, **(SMALL if args.small else {}))
+    result = run(rounds=args.rounds, jit_compile=args.jit_compile,
+                 **(SMALL if args.small else {}))
     print(table(result))
     if args.json:
         with open(args.json, "w") as f:

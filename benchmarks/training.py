@@ -57,6 +57,14 @@ REFERENCE = dict(preset_sizes("small"), batch=32, length=64)
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 
 
+def step_path(backend, jit_compile):
+    """How a step ran: "XLA", "torch.compile" (`jit_compile=True` on
+    PyTorch), "graph mode" or "eager"."""
+    if jit_compile:
+        return "torch.compile" if backend == "torch" else "XLA"
+    return "graph mode" if backend == "tensorflow" else "eager"
+
+
 def make_batches(count, batch, length, vocabulary_size, seed=0):
     """`count` teacher-forcing batches `(encoder_ids, decoder_ids, labels)`
     of int32 `(batch, length)`, each row of random length in

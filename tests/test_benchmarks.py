@@ -1,6 +1,7 @@
 """The benchmark code runs on a tiny configuration, one round; no test
 asserts a time."""
 
+import json
 import os
 import re
 import subprocess
@@ -155,10 +156,14 @@ def test_keras_hub_side_trains_with_keras_sparse_cross_entropy():
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loss), -np.log(0.5), rtol=1e-6)
 
 
-def test_gpu_benchmark_counts_flops_tokens_and_utilisation():
+def test_gpu_benchmark_counts_flops_tokens_and_utilisation(tmp_path):
     from benchmarks import gpu
 
-    result = gpu.run(rounds=1, **gpu.SMALL)
+    # Graph mode on TensorFlow, eager on JAX and PyTorch: the quickest path here.
+    gpu.main(["--small", "--rounds", "1", "--jit-compile", "false",
+              "--json", str(tmp_path / "gpu.json")])
+    result = json.loads((tmp_path / "gpu.json").read_text())
+    assert result["jit_compile"] is False
     config, steps = result["config"], gpu.SMALL["steps"]
     tokens = training.real_target_tokens(training.make_batches(  # the first is untimed
         steps + 1, config["batch"], config["length"], config["vocabulary_size"])[1:])
@@ -180,6 +185,7 @@ def test_gpu_benchmark_counts_flops_tokens_and_utilisation():
     assert result["beam_search"]["output_shape"] == [2, 1, 4 + 4]
     text = gpu.table(result)
     assert "| float32 |" in text and "| mixed_bfloat16 |" in text and "sentences/s" in text
+    assert text.startswith(f"{result['backend']} ({training.step_path(result['backend'], False)})")
 
 
 def test_language_model_benchmark_runs_on_this_backend():
@@ -200,12 +206,11 @@ def test_language_model_benchmark_runs_on_this_backend():
 
 
 def test_each_row_names_the_path_its_step_ran():
-    from benchmarks.__main__ import _path
-
-    assert [_path(backend, False) for backend in ("tensorflow", "jax", "torch")] == [
+    path = training.step_path
+    assert [path(backend, False) for backend in ("tensorflow", "jax", "torch")] == [
         "graph mode", "eager", "eager"]
     # jit_compile=True is XLA on TensorFlow and JAX, torch.compile on PyTorch.
-    assert [_path(backend, True) for backend in ("tensorflow", "jax", "torch")] == [
+    assert [path(backend, True) for backend in ("tensorflow", "jax", "torch")] == [
         "XLA", "XLA", "torch.compile"]
 
 
