@@ -70,9 +70,8 @@ def training_step(config, policy, steps, rounds, peak, jit_compile):
     """Our model at `config`'s sizes in the dtype `policy`, compiled with
     `jit_compile`, trained on `steps` timed batches per round in one `fit`
     call (after its untimed first step, `fit_steps`) once a first call has
-    compiled; returns the
-    median step time, real target tokens a second, FLOP/s, utilisation of
-    `peak` and the mean loss of the last round."""
+    compiled; returns the median step time, real target tokens a second,
+    FLOP/s, utilisation of `peak` and the mean loss of the last round."""
     batches = make_batches(steps + 1, config["batch"], config["length"],
                            config["vocabulary_size"])
     keras.utils.set_random_seed(0)
