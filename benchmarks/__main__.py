@@ -15,13 +15,11 @@ import argparse
 import importlib
 import re
 import warnings
-from typing import Literal
 
 import keras
 
 from benchmarks import training
-from benchmarks.training import step_path
-from keras_transformer.cli import _value_parser
+from benchmarks.training import add_jit_compile_argument, step_path
 from keras_transformer.freed_memory import keep_freed_memory
 
 SUITES = ("training", "decoding", "pipeline", "language_models")
@@ -138,11 +136,9 @@ def main(argv=None):
     parser.add_argument("suites", nargs="*", help=f"any of {', '.join(SUITES)} (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="a tiny configuration, for tests")
-    parser.add_argument("--jit-compile", default="auto",
-                        type=_value_parser(Literal["auto"] | bool),
-                        help='the training suites\' path, as `model.compile` takes it: "auto" '
-                             "(the default path: graph mode on a CPU-only TensorFlow), true "
-                             "(XLA) or false")
+    add_jit_compile_argument(
+        parser, 'the training suites\' path, as `model.compile` takes it: "auto" (the '
+                "default path: graph mode on a CPU-only TensorFlow), true (XLA) or false")
     parser.add_argument("--readme", help="write the table into this Markdown file (docs/RESULTS.md)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.suites) - set(SUITES))

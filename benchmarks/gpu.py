@@ -21,12 +21,12 @@ import argparse
 import json
 import statistics
 import time
-from typing import Literal
 
 import keras
 import numpy as np
 
 from benchmarks.training import (
+    add_jit_compile_argument,
     keras_trainer,
     make_batches,
     our_model,
@@ -36,7 +36,6 @@ from benchmarks.training import (
     training_flops,
 )
 from benchmarks.timing import compiled, timed
-from keras_transformer.cli import _value_parser
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.training.runs import allow_tf32, has_accelerator, resolve_jit_compile
 
@@ -171,10 +170,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="tiny sizes, for a CPU or a test")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--jit-compile", default="auto",
-                        type=_value_parser(Literal["auto"] | bool),
-                        help='the training step\'s path: "auto" (as `train` runs it), true '
-                             "(XLA; torch.compile on PyTorch) or false")
+    add_jit_compile_argument(
+        parser, 'the training step\'s path: "auto" (as `train` runs it), true (XLA; '
+                "torch.compile on PyTorch) or false")
     parser.add_argument("--json", help="save the figures here")
     args = parser.parse_args(argv)
     result = run(rounds=args.rounds, jit_compile=args.jit_compile,

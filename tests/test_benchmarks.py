@@ -1,6 +1,7 @@
 """The benchmark code runs on a tiny configuration, one round; no test
 asserts a time."""
 
+import argparse
 import json
 import os
 import re
@@ -212,6 +213,18 @@ def test_each_row_names_the_path_its_step_ran():
     # jit_compile=True is XLA on TensorFlow and JAX, torch.compile on PyTorch.
     assert [path(backend, True) for backend in ("tensorflow", "jax", "torch")] == [
         "XLA", "XLA", "torch.compile"]
+
+
+def test_both_benchmark_programs_parse_jit_compile_as_train_does(capsys):
+    parser = argparse.ArgumentParser(prog="bench")
+    training.add_jit_compile_argument(parser, "the path")
+    assert parser.parse_args([]).jit_compile == "auto"
+    assert parser.parse_args(["--jit-compile", "true"]).jit_compile is True
+    assert parser.parse_args(["--jit-compile", "false"]).jit_compile is False
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--jit-compile", "xla"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--jit-compile" in error and "'xla'" in error and "auto" in error
 
 
 @pytest.mark.once
