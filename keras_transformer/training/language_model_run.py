@@ -61,8 +61,8 @@ class LanguageModelConfig(CorpusOptions):
     max_minutes: float = option(5.0, "training time budget in minutes (0 = none)")
     max_updates: int = option(0, "stop after this many optimizer updates (0 = none)")
     warmup_steps: int = option(200, "updates of linear warmup")
-    peak_learning_rate: float = option(1e-3, "cap on the warmup schedule's peak rate "
-                                             "(0 = the paper's formula)")
+    peak_learning_rate: float = option(1e-3, "the rate at the end of warmup (0 = the "
+                                             "paper's formula's own peak)")
     dropout_rate: float | None = option(None, "dropout (default: the preset's)")
     keep_checkpoints: int = option(2, "checkpoints kept in run-dir/checkpoints")
     checkpoint_every_minutes: float = option(

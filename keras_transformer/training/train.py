@@ -106,7 +106,7 @@ class TrainConfig(CorpusOptions):
     # The paper's formula peaks where small models stall; at 512-token
     # batches 4e-3 scored 0.9-2.2 BLEU more than 3e-3 (docs/RESULTS.md).
     peak_learning_rate: float = option(
-        4e-3, "cap on the paper's warmup formula's peak rate (0 = the formula)")
+        4e-3, "the rate at the end of warmup (0 = the paper's formula's own peak)")
     learning_rate_decay: Literal["linear", "paper"] = option(
         "linear", "after warmup, linear: down to zero at the end of the time or update "
                   "budget (the paper's without one); paper: the inverse square root")
