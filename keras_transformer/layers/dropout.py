@@ -41,6 +41,21 @@ def keyed_hash(counter, key):
     return _mix(ops.bitwise_xor(_mix(counter + key[0]), key[1]))
 
 
+def _traced_by_tensorflow_without_xla():
+    """Whether this call is being traced into a TensorFlow graph that XLA
+    will not compile: Keras's `fit` with `jit_compile=False`, its default
+    on a CPU-only TensorFlow. TensorFlow has no public test for an XLA
+    trace; `tf.function(jit_compile=True)` traces inside an XLA control
+    flow context, which `control_flow_util` looks for."""
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    return not tf.executing_eagerly() and not control_flow_util.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph())
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Dropout(keras.layers.Layer):
     """Inverted dropout: zeroes each element with probability `rate` during
@@ -55,7 +70,13 @@ class Dropout(keras.layers.Layer):
     elements (in row-major order) takes its bits from `keyed_hash` of the
     pair's index: a 16-bit uniform each. Under XLA the hash fuses into the
     elementwise work around it, where drawing every bit from `keras.random`
-    was a sizeable part of the training step (docs/RESULTS.md).
+    was a sizeable part of the training step (docs/RESULTS.md). In a
+    TensorFlow graph that XLA does not compile (Keras's default `fit` on a
+    CPU) each of the hash's integer operations is a kernel of its own,
+    which made `mini`'s step slower than TensorFlow's one stateless
+    dropout kernel (docs/RESULTS.md); such a trace takes
+    `keras.random.dropout` at the exact rate, drawn from the same seed
+    generator, so its masks still follow the saved random state.
 
     An element is kept when its uniform is below `round((1 - rate) * 2^16)`,
     so the dropout rate is rounded to a multiple of `2^-16` (0.1 becomes
@@ -124,6 +145,8 @@ class Dropout(keras.layers.Layer):
             return inputs
         if self.threshold == 0 and not self.variable_rate:  # rate > 1 - 2^-17: all dropped
             return ops.zeros_like(inputs)
+        if not self.variable_rate and _traced_by_tensorflow_without_xla():
+            return keras.random.dropout(inputs, self.rate, seed=self.seed_generator)
         shape = ops.shape(inputs)  # its sizes may be known only at run time
         size = ops.size(inputs)
         key = keras.random.randint(

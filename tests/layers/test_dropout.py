@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import Dropout
-from keras_transformer.layers.dropout import keyed_hash
+from keras_transformer.layers.dropout import _traced_by_tensorflow_without_xla, keyed_hash
 from tests.helpers import assert_config_roundtrip, to_numpy
 
 UINT32 = 2**32 - 1
@@ -126,6 +126,36 @@ def test_a_variable_rate_masks_as_the_fixed_one_at_every_rate():
     store = {}
     layer.save_own_variables(store)
     assert list(store) == ["seed_generator_state"]
+
+
+def test_tensorflow_graphs_without_xla_take_keras_random_dropout():
+    # There each of the hash's integer operations is a kernel of its own;
+    # the layer takes keras.random's stateless dropout at the exact rate.
+    # Under XLA, and on the other backends, it keeps the hash.
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        assert not _traced_by_tensorflow_without_xla()
+        return
+    import tensorflow as tf
+
+    x = np.ones((256, 256), "float32")
+    layer = Dropout(0.3, seed=4)
+    graph = tf.function(lambda x: layer(x, training=True), jit_compile=False)
+    xla = tf.function(lambda x: layer(x, training=True), jit_compile=True)
+    state = to_numpy(layer.seed_generator.state)
+    y = to_numpy(graph(x))
+    assert abs((y == 0).mean() - 0.3) < 0.01  # 65,536 draws: standard deviation 0.0018
+    # Scaled by 1 / 0.7, not by the hash's rounded 65536 / 45875 (6e-6 more).
+    np.testing.assert_allclose(y[y > 0], 1 / 0.7, rtol=1e-6)
+    assert (to_numpy(layer.seed_generator.state) != state).any()
+    assert (to_numpy(graph(x)) != y).any()  # the next call, the next mask
+    layer.seed_generator.state.assign(state)  # the saved state draws the same mask
+    np.testing.assert_array_equal(to_numpy(graph(x)), y)
+    layer.seed_generator.state.assign(state)
+    np.testing.assert_array_equal(to_numpy(xla(x)), dropped(0.3, x, seed=4))
+    layer.seed_generator.state.assign(state)  # eager: the hash as well
+    np.testing.assert_array_equal(to_numpy(layer(x, training=True)), dropped(0.3, x, seed=4))
 
 
 def test_config_roundtrip_and_bad_rate():
