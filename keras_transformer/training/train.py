@@ -62,7 +62,7 @@ from keras_transformer.translator import Translator
 
 # Section 6.1: beam size and alpha "were chosen after experimentation on the
 # development set". `alpha="auto"` does the same on the validation split.
-ALPHA_CANDIDATES = (0.6, 0.8, 1.0, 1.2)
+ALPHA_CANDIDATES = (0.6, 0.8, 1.0, 1.2, 1.4)
 ALPHA_SENTENCES = 500  # validation sentences that choose alpha
 
 
