@@ -31,7 +31,6 @@ stack. The output projection costs the same FLOPs either way.
 import math
 import statistics
 import time
-from typing import Literal
 
 import keras
 import numpy as np
@@ -40,6 +39,7 @@ import keras_transformer as kt
 from keras_transformer.cli import _value_parser
 from keras_transformer.layers.position_wise_dense import position_wise_matmul
 from keras_transformer.losses import LabelSmoothedCrossEntropy
+from keras_transformer.training.options import JitCompile
 from keras_transformer.training.runs import resolve_jit_compile
 
 from benchmarks.timing import compare, compiled, fit_steps, timed
@@ -70,7 +70,7 @@ def step_path(backend, jit_compile):
 def add_jit_compile_argument(parser, help):
     """`--jit-compile auto|true|false`, parsed as `train` parses it."""
     parser.add_argument("--jit-compile", default="auto",
-                        type=_value_parser(Literal["auto"] | bool), help=help)
+                        type=_value_parser(JitCompile), help=help)
 
 
 def make_batches(count, batch, length, vocabulary_size, seed=0):

@@ -12,7 +12,12 @@ from keras_transformer.data.pipeline import with_known_length
 from keras_transformer.data.readers import read_texts
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, load_tokenizer, train_tokenizer
 from keras_transformer.optimizers import transformer_adam
-from keras_transformer.training.options import CorpusOptions, option
+from keras_transformer.training.options import (
+    CorpusOptions,
+    JitCompile,
+    jit_compile_option,
+    option,
+)
 from keras_transformer.training.runs import (
     TrainingBudget,
     fit_with_checkpoints,
@@ -70,8 +75,7 @@ class LanguageModelConfig(CorpusOptions):
     checkpoint_every_steps: int = option(0, "a checkpoint every N batches (0 = off)")
     resume: bool = option(False, "continue the run in --run-dir from its newest checkpoint")
     quiet: bool = option(False, "no progress lines")
-    jit_compile: Literal["auto"] | bool = option(
-        "auto", "XLA; auto: on JAX, and on TensorFlow with a GPU or TPU")
+    jit_compile: JitCompile = jit_compile_option()
     seed: int = option(0, "the weights', the data order's and dropout's seed")
 
     def check(self):

@@ -2,6 +2,11 @@
 `--help` prints for it, and optionally a check of its value."""
 
 import dataclasses
+from typing import Literal
+
+# `jit_compile` as the programs and benchmarks take it: XLA on, off, or
+# "auto" (`runs.resolve_jit_compile`).
+JitCompile = Literal["auto"] | bool
 
 
 def option(default, help, check=None):
@@ -11,6 +16,11 @@ def option(default, help, check=None):
     if check is not None:
         metadata["check"] = check
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def jit_compile_option():
+    """The `jit_compile` field of a program that trains."""
+    return option("auto", "XLA; auto: on JAX, and on TensorFlow with a GPU or TPU")
 
 
 def field_help(config_class, name):

@@ -49,7 +49,12 @@ from keras_transformer.schedules import WarmupSchedule
 from keras_transformer.training.budget_decay import BudgetDecay
 from keras_transformer.training.budget_dropout import RATES as DROPOUT_RATES, BudgetDropout
 from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
-from keras_transformer.training.options import CorpusOptions, option
+from keras_transformer.training.options import (
+    CorpusOptions,
+    JitCompile,
+    jit_compile_option,
+    option,
+)
 from keras_transformer.training.runs import (
     TrainingBudget,
     compiles_with_xla,
@@ -144,8 +149,7 @@ class TrainConfig(CorpusOptions):
                "(not comparable with sacrebleu's)")
     resume: bool = option(False, "continue the run in --run-dir from its newest checkpoint")
     quiet: bool = option(False, "no progress lines")
-    jit_compile: Literal["auto"] | bool = option(
-        "auto", "XLA; auto: on JAX, and on TensorFlow with a GPU or TPU")
+    jit_compile: JitCompile = jit_compile_option()
     distribution: str = option(
         "none", "none, data, or model:K (K-way model parallelism); --tokens-per-batch is "
                 "split over the data-parallel replicas", check=parse_distribution)
