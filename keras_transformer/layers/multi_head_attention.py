@@ -86,7 +86,7 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer: initializer of the four kernels, or None (the
             default) for Glorot uniform with the fans counted per head
             (`per_head_glorot_scale`): `W^Q`, `W^K` and `W^V` start
-            `sqrt((d + h d_k) / (d (h + d_k)))` times (0.27 at `mini`'s
+            `sqrt((d + h d_k) / (d (h + d_k)))` times (0.24 at `mini`'s
             size, 0.17 at base) and `W^O` 0.63 (0.47) times the plain
             Glorot of their matrices. The paper gives no initialization;
             the 10-minute demo learned faster from this one than from

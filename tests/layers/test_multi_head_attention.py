@@ -128,22 +128,23 @@ def test_config_roundtrip():
 
 
 def test_default_kernels_are_glorot_with_fans_counted_per_head():
-    # mini's size: d 96, 4 heads of 24. Glorot uniform over (96, 4, 24) with
-    # the leading axis a receptive field: fans 96 * 4 and 96 * 24; over
-    # (4, 24, 96): 4 * 24 and 4 * 96. Uniform(-a, a) has std a / sqrt(3).
-    layer = MultiHeadAttention(num_heads=4, key_dim=24)
-    layer.build((None, 50, 96))
-    limits = {"query": math.sqrt(6 / (96 * 4 + 96 * 24)),
-              "key": math.sqrt(6 / (96 * 4 + 96 * 24)),
-              "value": math.sqrt(6 / (96 * 4 + 96 * 24)),
-              "attention_output": math.sqrt(6 / (4 * 24 + 4 * 96))}
+    # mini's size: d 128, 4 heads of 32. Glorot uniform over (128, 4, 32)
+    # with the leading axis a receptive field: fans 128 * 4 and 128 * 32;
+    # over (4, 32, 128): 4 * 32 and 4 * 128. Uniform(-a, a) has std
+    # a / sqrt(3).
+    layer = MultiHeadAttention(num_heads=4, key_dim=32)
+    layer.build((None, 50, 128))
+    limits = {"query": math.sqrt(6 / (128 * 4 + 128 * 32)),
+              "key": math.sqrt(6 / (128 * 4 + 128 * 32)),
+              "value": math.sqrt(6 / (128 * 4 + 128 * 32)),
+              "attention_output": math.sqrt(6 / (4 * 32 + 4 * 128))}
     for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
         kernel, limit = to_numpy(dense.kernel), limits[dense.name]
         assert np.abs(kernel).max() <= limit
         assert abs(kernel.std() - limit / math.sqrt(3)) < 0.03 * limit
-    plain = MultiHeadAttention(num_heads=4, key_dim=24, kernel_initializer="glorot_uniform")
-    plain.build((None, 50, 96))
-    assert abs(to_numpy(plain.query_dense.kernel).std() - math.sqrt(2 / 192)) < 0.003
+    plain = MultiHeadAttention(num_heads=4, key_dim=32, kernel_initializer="glorot_uniform")
+    plain.build((None, 50, 128))
+    assert abs(to_numpy(plain.query_dense.kernel).std() - math.sqrt(2 / 256)) < 0.003
 
 
 @pytest.mark.parametrize("kwargs, message", [
