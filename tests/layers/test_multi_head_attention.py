@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import MultiHeadAttention
+from keras_transformer.models import PRESETS
 from tests.helpers import assert_config_roundtrip, numpy_attention, to_numpy
 
 B, T, S, D = 2, 5, 7, 16
@@ -128,23 +129,24 @@ def test_config_roundtrip():
 
 
 def test_default_kernels_are_glorot_with_fans_counted_per_head():
-    # mini's size: d 128, 4 heads of 32. Glorot uniform over (128, 4, 32)
-    # with the leading axis a receptive field: fans 128 * 4 and 128 * 32;
-    # over (4, 32, 128): 4 * 32 and 4 * 128. Uniform(-a, a) has std
-    # a / sqrt(3).
-    layer = MultiHeadAttention(num_heads=4, key_dim=32)
-    layer.build((None, 50, 128))
-    limits = {"query": math.sqrt(6 / (128 * 4 + 128 * 32)),
-              "key": math.sqrt(6 / (128 * 4 + 128 * 32)),
-              "value": math.sqrt(6 / (128 * 4 + 128 * 32)),
-              "attention_output": math.sqrt(6 / (4 * 32 + 4 * 128))}
+    # At mini's size (d 128, 4 heads of 32): Glorot uniform over (d, h, d_k)
+    # with the leading axis a receptive field has fans d * h and d * d_k;
+    # over (h, d_k, d): h * d_k and h * d. Uniform(-a, a) has std a / sqrt(3).
+    config = PRESETS["mini"]["config"]
+    d, h, d_k = config["d_model"], config["num_heads"], config["key_dim"]
+    layer = MultiHeadAttention(num_heads=h, key_dim=d_k)
+    layer.build((None, 50, d))
+    limits = {"query": math.sqrt(6 / (d * h + d * d_k)),
+              "key": math.sqrt(6 / (d * h + d * d_k)),
+              "value": math.sqrt(6 / (d * h + d * d_k)),
+              "attention_output": math.sqrt(6 / (h * d_k + h * d))}
     for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
         kernel, limit = to_numpy(dense.kernel), limits[dense.name]
         assert np.abs(kernel).max() <= limit
         assert abs(kernel.std() - limit / math.sqrt(3)) < 0.03 * limit
-    plain = MultiHeadAttention(num_heads=4, key_dim=32, kernel_initializer="glorot_uniform")
-    plain.build((None, 50, 128))
-    assert abs(to_numpy(plain.query_dense.kernel).std() - math.sqrt(2 / 256)) < 0.003
+    plain = MultiHeadAttention(num_heads=h, key_dim=d_k, kernel_initializer="glorot_uniform")
+    plain.build((None, 50, d))
+    assert abs(to_numpy(plain.query_dense.kernel).std() - math.sqrt(2 / (d + h * d_k))) < 0.003
 
 
 @pytest.mark.parametrize("kwargs, message", [
