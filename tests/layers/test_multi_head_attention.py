@@ -129,16 +129,15 @@ def test_config_roundtrip():
 
 
 def test_default_kernels_are_glorot_with_fans_counted_per_head():
-    # At mini's size (d 128, 4 heads of 32): Glorot uniform over (d, h, d_k)
-    # with the leading axis a receptive field has fans d * h and d * d_k;
-    # over (h, d_k, d): h * d_k and h * d. Uniform(-a, a) has std a / sqrt(3).
+    # At mini's size: Glorot uniform over (d, h, d_k) with the leading axis
+    # a receptive field has fans d * h and d * d_k; over (h, d_k, d):
+    # h * d_k and h * d. Uniform(-a, a) has std a / sqrt(3).
     config = PRESETS["mini"]["config"]
     d, h, d_k = config["d_model"], config["num_heads"], config["key_dim"]
     layer = MultiHeadAttention(num_heads=h, key_dim=d_k)
     layer.build((None, 50, d))
-    limits = {"query": math.sqrt(6 / (d * h + d * d_k)),
-              "key": math.sqrt(6 / (d * h + d * d_k)),
-              "value": math.sqrt(6 / (d * h + d * d_k)),
+    projection = math.sqrt(6 / (d * h + d * d_k))
+    limits = {"query": projection, "key": projection, "value": projection,
               "attention_output": math.sqrt(6 / (h * d_k + h * d))}
     for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
         kernel, limit = to_numpy(dense.kernel), limits[dense.name]
