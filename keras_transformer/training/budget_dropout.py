@@ -7,10 +7,10 @@ from keras_transformer.training.runs import compiles_with_xla
 
 # `(epochs, rate)`: the rate for a run that will see at least `epochs`
 # epochs, below the first none. Measured with `mini` at d_model 96 on the
-# shipped corpus in the same minutes (docs/RESULTS.md): 0.05 from epoch 3
-# scored 0.3-0.6 BLEU more than none at 16 epochs and 1.2 less at 11,
-# where its steps cost more than it gained; at 35 epochs 0.1 scored 5.7
-# more than none.
+# shipped corpus in the same minutes, and held at 128 and 192
+# (docs/RESULTS.md): 0.05 from epoch 3 scored 0.3-0.6 BLEU more than none
+# at 16 epochs and 1.2 less at 11, where its steps cost more than it
+# gained; at 35 epochs 0.1 scored 5.7 more than none.
 RATES = ((15, 0.05), (30, 0.1))
 
 
