@@ -26,12 +26,19 @@ SPECS = {"jax": ["data", "model:2"], "tensorflow": ["data"], "torch": []}[BACKEN
 if SPECS:
     @pytest.fixture(scope="module")
     def results(tmp_path_factory):
-        out = tmp_path_factory.mktemp("distributed")
         env = dict(os.environ, KERAS_BACKEND=BACKEND,
                    XLA_FLAGS="--xla_force_host_platform_device_count=2")
         worker = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
-        done = subprocess.run([sys.executable, worker, str(out)], env=env,
-                              capture_output=True, text=True, timeout=900)
+        for _ in range(2):
+            out = tmp_path_factory.mktemp("distributed")  # nothing to resume
+            done = subprocess.run([sys.executable, worker, str(out)], env=env,
+                                  capture_output=True, text=True, timeout=900)
+            # XLA's CPU runtime aborts the process when one virtual device
+            # reaches an all-reduce 40 s before the other, which a fully
+            # loaded CI machine did once in many runs (JAX's suite runs
+            # beside TensorFlow's); that abort alone earns one more run.
+            if "Termination timeout" not in done.stderr:
+                break
         assert done.returncode == 0, done.stderr[-3000:]
         with open(out / "results.json") as f:
             return json.load(f)
