@@ -34,9 +34,8 @@ if SPECS:
             done = subprocess.run([sys.executable, worker, str(out)], env=env,
                                   capture_output=True, text=True, timeout=900)
             # XLA's CPU runtime aborts the process when one virtual device
-            # reaches an all-reduce 40 s before the other, which a fully
-            # loaded CI machine did once in many runs (JAX's suite runs
-            # beside TensorFlow's); that abort alone earns one more run.
+            # waits 40 s at an all-reduce for the other (docs/RESULTS.md,
+            # "Known issues"); that abort alone earns one more run.
             if "Termination timeout" not in done.stderr:
                 break
         assert done.returncode == 0, done.stderr[-3000:]
