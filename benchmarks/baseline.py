@@ -10,8 +10,9 @@ The model follows the keras.io sequence-to-sequence example: learned token
 and position embeddings, 2 encoder and 2 decoder layers of
 `keras.layers.MultiHeadAttention` (d_model 128, 4 heads, feed-forward
 512, post-norm, dropout 0.1), an untied output `Dense`; a shared
-SentencePiece vocabulary of 4,000 pieces; every sentence padded or cut
-to 48 tokens; batches of 64 sentences; Adam at 1e-3; cross-entropy
+SentencePiece vocabulary of 4,000 pieces of the model `train` takes
+(`--subword-model`, BPE by default); every sentence padded or cut to 48
+tokens; batches of 64 sentences; Adam at 1e-3; cross-entropy
 without label smoothing; greedy decoding; no averaging. `--demo` prints
 BLEU and chrF of both, their ratios, the steps each got and the
 machine's measured matmul peak, read just before and just after each
@@ -149,10 +150,12 @@ def run_baseline(corpus="bible", minutes=10.0, max_steps=0, eval_sentences=1000,
     `max_steps` batches), then scores it on the first `eval_sentences`
     test pairs with `train`'s `evaluate_bleu`; returns a dict."""
     keras.utils.set_random_seed(seed)
-    train_pairs, _, test_pairs = load_splits(TrainConfig(corpus=corpus, seed=seed))
+    config = TrainConfig(corpus=corpus, seed=seed)
+    train_pairs, _, test_pairs = load_splits(config)
     with tempfile.TemporaryDirectory() as temporary:  # the model file is read in
         tokenizer = train_tokenizer([side for pair in train_pairs for side in pair],
-                                    vocabulary_size, os.path.join(temporary, "baseline.model"))
+                                    vocabulary_size, os.path.join(temporary, "baseline.model"),
+                                    model_type=config.subword_model)
     inputs, labels = teacher_forcing(tokenizer, train_pairs)
     data = (tf.data.Dataset.from_tensor_slices((inputs, labels))
             .shuffle(len(labels), seed=seed).batch(batch_size).repeat())

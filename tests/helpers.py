@@ -99,3 +99,14 @@ LOGITS = np.array(
     "float32",
 )
 LABELS = np.array([[1, 2, 0], [3, 1, 0]], "int32")  # 0 = padding
+
+
+def subword_model(path):
+    """The algorithm a SentencePiece model file was trained with, as its
+    trainer spec records it: "UNIGRAM" or "BPE"."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    with open(path, "rb") as f:
+        proto.ParseFromString(f.read())
+    return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(proto.trainer_spec.model_type)

@@ -4,9 +4,12 @@
 import dataclasses
 from typing import Literal
 
+from keras_transformer.data.tokenizer import DEFAULT_SUBWORD_MODEL, SUBWORD_MODELS
+
 # `jit_compile` as the programs and benchmarks take it: XLA on, off, or
 # "auto" (`runs.resolve_jit_compile`).
 JitCompile = Literal["auto"] | bool
+SubwordModel = Literal[SUBWORD_MODELS]
 
 
 def option(default, help, check=None):
@@ -21,6 +24,13 @@ def option(default, help, check=None):
 def jit_compile_option():
     """The `jit_compile` field of a program that trains."""
     return option("auto", "XLA; auto: on JAX, and on TensorFlow with a GPU or TPU")
+
+
+def subword_model_option():
+    """The `subword_model` field of a program that trains a translation
+    tokenizer."""
+    return option(DEFAULT_SUBWORD_MODEL, "SentencePiece's model: bpe (byte-pair encoding) or "
+                                         "unigram (a unigram language model over pieces)")
 
 
 def field_help(config_class, name):

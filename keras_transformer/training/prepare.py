@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from keras_transformer.checks import check_positive_int
+from keras_transformer.checks import check_fields, check_positive_int
 from keras_transformer.data.corpora import held_out_count, shipped_splits
 from keras_transformer.data.prepared import (
     FORMAT,
@@ -29,7 +29,8 @@ from keras_transformer.data.readers import CorpusReport, iter_corpus, read_corpu
 from keras_transformer.data.tokenizer import (
     DEFAULT_VOCABULARY_SIZE, TOKENIZER_FILE, train_tokenizer)
 from keras_transformer.progress import Progress
-from keras_transformer.training.options import CorpusOptions, option
+from keras_transformer.training.options import (
+    CorpusOptions, SubwordModel, option, subword_model_option)
 
 TOKENIZE_CHUNK = 4096  # pairs tokenized together, on every core
 
@@ -48,8 +49,9 @@ class PrepareConfig(CorpusOptions):
               "--corpus trains (default: pairs held out from --corpus)")
     test_corpus: str | None = option(None, "the test set, with --valid-corpus")
     # The paper: about 37,000 for WMT EN-DE.
-    vocabulary_size: int = option(DEFAULT_VOCABULARY_SIZE, "pieces of the shared BPE "
+    vocabulary_size: int = option(DEFAULT_VOCABULARY_SIZE, "pieces of the shared "
                                                            "vocabulary")
+    subword_model: SubwordModel = subword_model_option()
     tokenizer_sample: int = option(1_000_000, "sentences (both sides) the tokenizer trains "
                                               "on, drawn at random")
     # A shard is shuffled in memory: about 20 MB.
@@ -61,6 +63,7 @@ class PrepareConfig(CorpusOptions):
 
 def prepare(config):
     """Runs the program; returns the manifest (a dict)."""
+    check_fields(config)  # the subword model is one of its choices
     check_positive_int("tokenizer_sample", config.tokenizer_sample)
     check_positive_int("pairs_per_shard", config.pairs_per_shard)
     check_positive_int("vocabulary_size", config.vocabulary_size)
@@ -84,7 +87,8 @@ def prepare(config):
     _say(config, f"training SentencePiece ({config.vocabulary_size} pieces) on "
                  f"{len(texts):,} sentences")
     tokenizer = train_tokenizer(texts, config.vocabulary_size,
-                                os.path.join(config.output_dir, TOKENIZER_FILE))
+                                os.path.join(config.output_dir, TOKENIZER_FILE),
+                                model_type=config.subword_model)
     sentences = len(texts)
     del sample, texts
 
@@ -95,6 +99,7 @@ def prepare(config):
         "source_language": config.source_language,
         "target_language": config.target_language,
         "vocabulary_size": int(tokenizer.vocabulary_size()), "tokenizer": TOKENIZER_FILE,
+        "subword_model": config.subword_model,
         "tokenizer_sentences": sentences,
         "seed": config.seed,
         "pairs": {"read": report.read, "dropped_empty": report.dropped_empty,

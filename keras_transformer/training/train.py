@@ -52,8 +52,10 @@ from keras_transformer.training.checkpoints import average_checkpoints, list_che
 from keras_transformer.training.options import (
     CorpusOptions,
     JitCompile,
+    SubwordModel,
     jit_compile_option,
     option,
+    subword_model_option,
 )
 from keras_transformer.training.runs import (
     TrainingBudget,
@@ -88,8 +90,9 @@ class TrainConfig(CorpusOptions):
         "mini", "the model's sizes: " + ", ".join(PRESETS)
                 + " (tiny to small for a CPU; the rest Table 3's rows)")
     vocabulary_size: int | None = option(
-        None, f"pieces of the shared BPE vocabulary (default: {DEFAULT_VOCABULARY_SIZE}, "
+        None, f"pieces of the shared vocabulary (default: {DEFAULT_VOCABULARY_SIZE}, "
               "or a prepared corpus's own)")
+    subword_model: SubwordModel = subword_model_option()
     # The paper's 25,000 scaled to a CPU: at `mini`'s size 512 makes 1.5-1.9x
     # the updates of 1,024 in the same minutes; it scored more BLEU where
     # 10 minutes hold few epochs and as much where they hold many.
@@ -163,7 +166,7 @@ class TrainConfig(CorpusOptions):
 # instead (`--distribution data --tokens-per-batch 25000
 # --gradient-accumulation-steps 1`).
 _PAPER = dict(
-    source_language="en", target_language="de", vocabulary_size=37000,
+    source_language="en", target_language="de", vocabulary_size=37000, subword_model="bpe",
     tokens_per_batch=6250, gradient_accumulation_steps=4, max_length=256,
     epochs=1000, max_minutes=0.0, warmup_steps=4000, peak_learning_rate=0.0,
     learning_rate_decay="paper", weight_decay=0.0, dropout_rate=None, ema_momentum=0.0,
@@ -382,7 +385,8 @@ def train(config):
 # their order, its vocabulary and model, and the settings the checkpoints
 # already hold.
 RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "preset",
-                 "vocabulary_size", "tokens_per_batch", "max_length", "long_pairs",
+                 "vocabulary_size", "subword_model", "tokens_per_batch", "max_length",
+                 "long_pairs",
                  "dropout_rate", "seed",
                  "label_smoothing", "warmup_steps", "peak_learning_rate",
                  "learning_rate_decay", "ema_momentum", "weight_decay",
@@ -462,7 +466,8 @@ def _tokenizer(config, train_pairs, resuming):
         shutil.copyfile(prepared, path)
         return load_tokenizer(path)
     return train_tokenizer([side for pair in train_pairs for side in pair],
-                           config.vocabulary_size or DEFAULT_VOCABULARY_SIZE, path)
+                           config.vocabulary_size or DEFAULT_VOCABULARY_SIZE, path,
+                           model_type=config.subword_model)
 
 
 def _average(config, model, checkpoint_dir):

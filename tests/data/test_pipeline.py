@@ -23,6 +23,7 @@ from keras_transformer.data.tokenizer import (
     token_ids,
     train_tokenizer,
 )
+from tests.helpers import subword_model
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,19 @@ def test_tokenizer_round_trip_and_special_ids(numbers_tokenizer):
     assert 3 in ids[2]  # characters never seen in training map to unk (3)
     vocab = tokenizer.get_vocabulary()
     assert vocab[0] == "<pad>" and vocab[BOS_ID] == "<s>" and vocab[EOS_ID] == "</s>"
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_train_tokenizer_trains_the_model_asked_for(tmp_path, model_type):
+    pairs = numbers_and_dates("train", size=500)
+    path = str(tmp_path / "tokenizer.model")
+    tokenizer = train_tokenizer([s for p in pairs for s in p], 200, path, model_type=model_type)
+    assert subword_model(path) == model_type.upper()
+    texts = ["three hundred and twelve", "5 décembre 2050"]
+    decoded = np.asarray(tokenizer.detokenize(token_ids(tokenizer, texts))).tolist()
+    assert [t.decode() if isinstance(t, bytes) else t for t in decoded] == texts
+    with pytest.raises(ValueError, match=r"one of \('bpe', 'unigram'\).*model_type='char'"):
+        train_tokenizer(["a b"], 200, path, model_type="char")
 
 
 def test_an_epoch_stream_rebuilds_any_epoch_and_position(numbers_tokenizer):
@@ -222,7 +236,8 @@ def test_padding_efficiency_on_the_embedded_corpus(tmp_path):
     demo = TrainConfig()
     pairs = bible_en_fr("train")
     tokenizer = train_tokenizer([s for p in pairs for s in p], DEFAULT_VOCABULARY_SIZE,
-                                str(tmp_path / "tokenizer.model"))
+                                str(tmp_path / "tokenizer.model"),
+                                model_type=demo.subword_model)
     dataset = make_dataset(pairs, tokenizer, tokens_per_batch=demo.tokens_per_batch,
                            max_length=demo.max_length, shuffle=False)
     assert padding_efficiency(dataset) >= 0.90

@@ -28,6 +28,7 @@ from keras_transformer.data.prepared import (
 from keras_transformer.data.readers import read_corpus
 from keras_transformer.data.tokenizer import load_tokenizer, token_ids
 from keras_transformer.training.prepare import PrepareConfig, prepare
+from tests.helpers import subword_model
 
 PAIRS = 3000  # 150 held out for each of valid and test (5%), 2,700 in 5 shards
 
@@ -73,6 +74,8 @@ def test_prepare_holds_out_tokenizes_and_counts_every_pair(corpus):
     assert len(valid) == len(test) == 150
     assert sorted(train + valid + test) == sorted(pairs)
     assert manifest["tokenizer_sentences"] == 1000
+    assert manifest["subword_model"] == "bpe"  # the default
+    assert subword_model(os.path.join(output, "tokenizer.model")) == "BPE"
 
     # The shards hold exactly the training pairs, as keras-hub's tokenizer
     # reads them, spread over 5 shards, each in an order not the corpus's.
@@ -200,7 +203,9 @@ def test_given_held_out_sets_are_written_and_every_corpus_pair_trains(tmp_path):
     manifest = prepare(PrepareConfig(
         corpus=str(tmp_path / "train.tsv"), output_dir=output, vocabulary_size=200,
         valid_corpus=str(tmp_path / "newstest2013"), test_corpus=str(tmp_path / "newstest2014"),
-        pairs_per_shard=150, quiet=True))
+        subword_model="unigram", pairs_per_shard=150, quiet=True))
+    assert manifest["subword_model"] == "unigram"
+    assert subword_model(os.path.join(output, "tokenizer.model")) == "UNIGRAM"
     assert manifest["pairs"] | {"read": 0} == {"read": 0, "dropped_empty": 0, "train": 400,
                                                "valid": 30, "test": 40}
     assert read_corpus(os.path.join(output, "valid.tsv"))[0] == held_out["newstest2013"]

@@ -292,6 +292,7 @@ def test_a_recipe_gives_the_papers_settings_and_the_flags_given_win(monkeypatch,
     assert config.keep_checkpoints >= config.average_last
     assert (config.beam_size, config.alpha, config.tokenized_bleu) == (4, 0.6, True)
     assert (config.source_language, config.target_language) == ("en", "de")
+    assert config.subword_model == "bpe"  # section 5.1's EN-DE vocabulary
     base = program.RECIPES["paper-base"]
     assert base["tokens_per_batch"] * base["gradient_accumulation_steps"] == 25_000
     assert (base["preset"], base["max_updates"], base["average_last"]) == ("base", 100_000, 5)
@@ -426,9 +427,11 @@ def test_resume_refuses_other_settings_or_a_missing_tokenizer(run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(config.run_dir, copy)
     before = sorted(p.name for p in copy.rglob("*"))
-    changed = dataclasses.replace(config, run_dir=str(copy), preset="mini", vocabulary_size=400)
+    changed = dataclasses.replace(config, run_dir=str(copy), preset="mini", vocabulary_size=400,
+                                  subword_model="unigram")
     with pytest.raises(ValueError, match=r"--preset 'mini' \(the run's: 'tiny'\); "
-                                         r"--vocabulary-size 400 \(the run's: 300\)"):
+                                         r"--vocabulary-size 400 \(the run's: 300\); "
+                                         r"--subword-model 'unigram' \(the run's: 'bpe'\)"):
         train(changed)
     os.remove(copy / "tokenizer.model")
     with pytest.raises(ValueError, match="tokenizer.model is missing"):
