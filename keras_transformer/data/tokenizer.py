@@ -18,6 +18,7 @@ import os
 import keras
 import numpy as np
 
+from keras_transformer.checks import check_choice
 from keras_transformer.special_tokens import BOS_ID, EOS_ID, PAD_ID, PIECES, UNK_ID
 
 TOKENIZER_FILE = "tokenizer.model"
@@ -31,7 +32,7 @@ SUBWORD_MODELS = ("bpe", "unigram")
 DEFAULT_SUBWORD_MODEL = "bpe"
 
 
-def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe",
+def train_tokenizer(texts, vocabulary_size, model_path, model_type=DEFAULT_SUBWORD_MODEL,
                     extra_pieces=()):
     """Trains a SentencePiece model on `texts` and saves it at `model_path`.
 
@@ -57,9 +58,7 @@ def train_tokenizer(texts, vocabulary_size, model_path, model_type="bpe",
             "`vocabulary_size` must be an integer >= 8. "
             f"Received: vocabulary_size={vocabulary_size!r}"
         )
-    if model_type not in SUBWORD_MODELS:
-        raise ValueError(f"`model_type` must be one of {SUBWORD_MODELS}. "
-                         f"Received: model_type={model_type!r}")
+    check_choice("model_type", model_type, SUBWORD_MODELS)
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(texts),
