@@ -93,7 +93,7 @@ def test_xla_and_static_shapes_only_on_jax_by_default(run):
     ("jit_compile", "true"), ("jit_compile", 1), ("jit_compile", None),
     ("alpha", "best"), ("alpha", -0.5), ("alpha", True),
     ("ema_momentum", 1.0), ("ema_momentum", -0.1), ("ema_momentum", "0.99"),
-    ("gradient_accumulation_steps", 0), ("weight_decay", -0.1),
+    ("gradient_accumulation_steps", 0), ("weight_decay", -0.1), ("clip_norm", -1.0),
 ])
 def test_bad_settings_fail_before_any_work(name, setting, tmp_path):
     run_dir = tmp_path / "run"
@@ -286,7 +286,7 @@ def test_a_recipe_gives_the_papers_settings_and_the_flags_given_win(monkeypatch,
     # tokenized BLEU, English to German.
     assert (config.preset, config.max_updates, config.warmup_steps) == ("big", 300_000, 4000)
     assert (config.peak_learning_rate, config.max_minutes, config.ema_momentum) == (0, 0, 0)
-    assert config.weight_decay == 0
+    assert config.weight_decay == config.clip_norm == 0
     assert config.learning_rate_decay == "paper"  # equation 3 all the way
     assert (config.average_last, config.checkpoint_every_minutes) == (20, 10.0)
     assert config.keep_checkpoints >= config.average_last
@@ -420,6 +420,45 @@ def test_weight_decay_takes_rate_times_decay_of_every_weight_off_it():
     for w0, plain, decayed in zip(start, weights[0.0], weights[0.1]):
         np.testing.assert_allclose(decayed, plain - rate * 0.1 * w0, rtol=1e-5, atol=1e-8)
     assert not np.allclose(weights[0.1][0], weights[0.0][0], atol=1e-7)
+
+
+def test_clip_norm_scales_the_whole_gradient_down_to_the_global_norm():
+    # Adam's first update does not depend on the gradient's scale, its
+    # second does: a clipped run given a first gradient over the norm and a
+    # second under it must match an unclipped run given the first scaled
+    # to the norm by hand and the second as it is.
+    assert TrainConfig.clip_norm == 1.0  # the default
+    rng = np.random.default_rng(0)
+    models = {clip: build_model(TrainConfig(preset="tiny", clip_norm=clip, ema_momentum=0),
+                                vocabulary_size=50, jit_compile=False)
+              for clip in (0.5, 0.0)}
+    start = models[0.5].get_weights()
+    shapes = [tuple(v.shape) for v in models[0.5].trainable_variables]
+    first, second = ([rng.normal(size=shape).astype("float32") for shape in shapes]
+                     for _ in range(2))
+    def global_norm(grads):
+        return float(np.sqrt(sum(np.sum(g.astype("float64") ** 2) for g in grads)))
+
+    first_norm = global_norm(first)
+    second = [g * (0.25 / global_norm(second)) for g in second]
+    assert first_norm > 0.5
+
+    def two_updates(clip, gradients):
+        model = models[clip]
+        model.set_weights(start)
+        for grads in gradients:
+            model.optimizer.apply([keras.ops.convert_to_tensor(g) for g in grads],
+                                  model.trainable_variables)
+        return [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+
+    clipped = two_updates(0.5, [first, second])
+    by_hand = two_updates(0.0, [[g * (0.5 / first_norm) for g in first], second])
+    for a, b in zip(clipped, by_hand):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    models[0.0] = build_model(  # a fresh Adam for the run without clipping
+        TrainConfig(preset="tiny", clip_norm=0.0, ema_momentum=0), 50, jit_compile=False)
+    unclipped = two_updates(0.0, [first, second])
+    assert max(np.abs(a - b).max() for a, b in zip(clipped, unclipped)) > 1e-5
 
 
 def test_resume_refuses_other_settings_or_a_missing_tokenizer(run, tmp_path):
