@@ -125,8 +125,8 @@ class TrainConfig(CorpusOptions):
     weight_decay: float = option(
         0.1, "decoupled weight decay (AdamW's): each update also takes learning rate "
              "x weight_decay of every weight off it (0 = none, the paper's)")
-    # Not in the paper either: 1.6 BLEU more in the demo's 10 minutes on
-    # seed 0 (docs/RESULTS.md).
+    # Not in the paper either: 0.7 BLEU more in the demo's 10 minutes on
+    # average over three seeds, one of them 0.4 less (docs/RESULTS.md).
     clip_norm: float = option(
         1.0, "scale the gradient of an update down to this global L2 norm when it is "
              "larger (0 = off, the paper's)")
