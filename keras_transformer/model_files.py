@@ -42,12 +42,12 @@ def check_model_file(path):
         )
 
 
-def saved_class_name(path):
-    """The class of the model saved in `path` (its config's `class_name`),
-    read without building it, after `check_model_file`."""
+def saved_config(path):
+    """The serialized model in `path` (`class_name`, `config`, ...), read
+    without building it, after `check_model_file`."""
     check_model_file(path)
     with zipfile.ZipFile(path) as archive:
-        return json.loads(archive.read("config.json")).get("class_name")
+        return json.loads(archive.read("config.json"))
 
 
 def load_model_file(path, compile=True):

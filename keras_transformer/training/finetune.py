@@ -29,7 +29,7 @@ from keras_transformer.data.classification import (
 )
 from keras_transformer.data.readers import read_labelled
 from keras_transformer.data.tokenizer import TOKENIZER_FILE, token_ids
-from keras_transformer.model_files import load_model_file, saved_class_name
+from keras_transformer.model_files import load_model_file, saved_config
 from keras_transformer.models import BidirectionalEncoder, SequenceClassifier
 from keras_transformer.models.presets import ENCODER_PRESETS
 from keras_transformer.training.language_model_run import (
@@ -67,11 +67,17 @@ class FinetuneConfig(LanguageModelConfig):
                     raise FileNotFoundError(
                         f"{path}: no such file; --pretrained takes a pretrain-mlm run directory")
             model_file = os.path.join(self.pretrained, "model.keras")
-            saved = saved_class_name(model_file)
+            saved = saved_config(model_file).get("class_name")
             if saved != "MaskedLM":
                 raise ValueError(f"{model_file} is a {saved}, not a masked language model "
                                  "from pretrain-mlm")
         return super().check()
+
+    def d_model(self):
+        if self.pretrained is None:
+            return super().d_model()
+        saved = saved_config(os.path.join(self.pretrained, "model.keras"))
+        return saved["config"]["encoder"]["config"]["d_model"]
 
 
 LABELLED = "labelled:"
@@ -112,7 +118,7 @@ def load_task(config):
 
 def build_classifier(config, vocabulary_size, num_classes, jit_compile):
     """A `SequenceClassifier` on the pretrained encoder, or on a new one
-    of the preset, compiled with the warmup schedule."""
+    of the preset, compiled with the run's optimizer."""
     if config.pretrained is not None:
         encoder = load_model_file(os.path.join(config.pretrained, "model.keras"),
                                   compile=False).encoder

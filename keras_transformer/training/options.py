@@ -10,6 +10,7 @@ from keras_transformer.data.tokenizer import DEFAULT_SUBWORD_MODEL, SUBWORD_MODE
 # "auto" (`runs.resolve_jit_compile`).
 JitCompile = Literal["auto"] | bool
 SubwordModel = Literal[SUBWORD_MODELS]
+LearningRateDecay = Literal["linear", "paper"]
 
 
 def option(default, help, check=None):
@@ -24,6 +25,27 @@ def option(default, help, check=None):
 def jit_compile_option():
     """The `jit_compile` field of a program that trains."""
     return option("auto", "XLA; auto: on JAX, and on TensorFlow with a GPU or TPU")
+
+
+def learning_rate_decay_option():
+    """The `learning_rate_decay` field of a program that trains
+    (`runs.decays`)."""
+    return option("linear", "after warmup, linear: down to zero at the end of the time or "
+                            "update budget (the paper's without one); paper: the inverse "
+                            "square root")
+
+
+def weight_decay_option():
+    """The `weight_decay` field of a program that trains: not in the
+    paper, a regulariser that costs no step time."""
+    return option(0.1, "decoupled weight decay (AdamW's): each update also takes learning "
+                       "rate x weight_decay of every weight off it (0 = none, the paper's)")
+
+
+def clip_norm_option():
+    """The `clip_norm` field of a program that trains: not in the paper."""
+    return option(1.0, "scale the gradient of an update down to this global L2 norm when "
+                       "it is larger (0 = off, the paper's)")
 
 
 def subword_model_option():

@@ -11,6 +11,9 @@ import keras
 
 from keras_transformer.data.tokenizer import TOKENIZER_FILE
 from keras_transformer.model_files import load_model_file
+from keras_transformer.optimizers import transformer_adam
+from keras_transformer.schedules import WarmupSchedule
+from keras_transformer.training.budget_decay import BudgetDecay
 from keras_transformer.training.checkpoints import AtomicCheckpoint, newest_good_checkpoint
 from keras_transformer.training.step_progress import StepProgress
 
@@ -105,6 +108,38 @@ def allow_tf32():
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     return True
+
+
+def decays(config):
+    """Whether a run's rate falls to zero at the end of its budget: linear
+    decay and a time or update budget."""
+    return config.learning_rate_decay == "linear" and bool(
+        config.max_minutes or config.max_updates)
+
+
+def peak_rate(config, d_model):
+    """`config.peak_learning_rate`, or with 0 the paper's formula's own
+    peak for `d_model`."""
+    return config.peak_learning_rate or WarmupSchedule(d_model, config.warmup_steps).peak
+
+
+def run_optimizer(config, d_model, **kwargs):
+    """The paper's Adam as a run's settings make it: their warmup and peak,
+    weight decay and clipping (`transformer_adam(**kwargs)`). A run that
+    `decays` keeps its rate in a variable that `BudgetDecay` sets before
+    every batch; any other follows the paper's schedule."""
+    return transformer_adam(
+        d_model, config.warmup_steps, peak=config.peak_learning_rate or None,
+        weight_decay=config.weight_decay or None, global_clipnorm=config.clip_norm or None,
+        learning_rate=peak_rate(config, d_model) if decays(config) else None, **kwargs)
+
+
+def decay_callbacks(config, d_model, budget, steps_per_update=1):
+    """`[BudgetDecay]` for a run that `decays`, else `[]`."""
+    if not decays(config):
+        return []
+    return [BudgetDecay(budget, peak_rate(config, d_model), config.warmup_steps,
+                        steps_per_update)]
 
 
 def check_resume(config, fields):

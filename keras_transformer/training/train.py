@@ -43,26 +43,29 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import MaskedAccuracy, TokenCount
 from keras_transformer.models import PRESETS, Transformer
 from keras_transformer.models.presets import get_preset
-from keras_transformer.optimizers import transformer_adam
 from keras_transformer.progress import Progress
-from keras_transformer.schedules import WarmupSchedule
-from keras_transformer.training.budget_decay import BudgetDecay
 from keras_transformer.training.budget_dropout import RATES as DROPOUT_RATES, BudgetDropout
 from keras_transformer.training.checkpoints import average_checkpoints, list_checkpoints
 from keras_transformer.training.options import (
     CorpusOptions,
     JitCompile,
+    LearningRateDecay,
     SubwordModel,
+    clip_norm_option,
     jit_compile_option,
+    learning_rate_decay_option,
     option,
     subword_model_option,
+    weight_decay_option,
 )
 from keras_transformer.training.runs import (
     TrainingBudget,
     compiles_with_xla,
+    decay_callbacks,
     find_resume_point,
     fit_with_checkpoints,
     resolve_jit_compile,
+    run_optimizer,
     save_run_config,
 )
 from keras_transformer.translator import Translator
@@ -115,21 +118,14 @@ class TrainConfig(CorpusOptions):
     # batches 4e-3 scored 0.9-2.2 BLEU more than 3e-3 (docs/RESULTS.md).
     peak_learning_rate: float = option(
         4e-3, "the rate at the end of warmup (0 = the paper's formula's own peak)")
-    learning_rate_decay: Literal["linear", "paper"] = option(
-        "linear", "after warmup, linear: down to zero at the end of the time or update "
-                  "budget (the paper's without one); paper: the inverse square root")
+    learning_rate_decay: LearningRateDecay = learning_rate_decay_option()
     label_smoothing: float | None = option(
         None, "epsilon_ls (default: the preset's: 0.1; 0 and 0.2 for rows D3 and D4)")
-    # Not in the paper: a regulariser that costs no step time; 1.0-1.5
-    # BLEU more in the demo's 10 minutes on every seed (docs/RESULTS.md).
-    weight_decay: float = option(
-        0.1, "decoupled weight decay (AdamW's): each update also takes learning rate "
-             "x weight_decay of every weight off it (0 = none, the paper's)")
-    # Not in the paper either: 0.7 BLEU more in the demo's 10 minutes on
-    # average over three seeds, one of them 0.4 less (docs/RESULTS.md).
-    clip_norm: float = option(
-        1.0, "scale the gradient of an update down to this global L2 norm when it is "
-             "larger (0 = off, the paper's)")
+    # 1.0-1.5 BLEU more in the demo's 10 minutes on every seed (docs/RESULTS.md).
+    weight_decay: float = weight_decay_option()
+    # 0.7 BLEU more in the demo's 10 minutes on average over three seeds,
+    # one of them 0.4 less (docs/RESULTS.md).
+    clip_norm: float = clip_norm_option()
     dropout_rate: Literal["auto"] | float | None = option(
         "auto", "residual dropout; auto: none for 2 epochs, then by the epochs the budget "
                 "holds, " + ", ".join(f"{rate:g} from {least:g}" for least, rate in DROPOUT_RATES)
@@ -222,16 +218,10 @@ def build_model(config, vocabulary_size, jit_compile):
     if config.dropout_rate is not None:  # "auto" starts without (BudgetDropout)
         overrides["dropout_rate"] = 0.0 if config.dropout_rate == "auto" else config.dropout_rate
     model = Transformer.from_preset(config.preset, dtype=config.dtype_policy, **overrides)
-    optimizer = transformer_adam(model.d_model, config.warmup_steps,
-                                 peak=config.peak_learning_rate or None,
-                                 gradient_accumulation_steps=(
-                                     config.gradient_accumulation_steps),
-                                 use_ema=config.ema_momentum > 0,
-                                 ema_momentum=config.ema_momentum,
-                                 weight_decay=config.weight_decay or None,
-                                 global_clipnorm=config.clip_norm or None,
-                                 # a variable, set by BudgetDecay before every batch
-                                 learning_rate=_peak(config) if _decays(config) else None)
+    optimizer = run_optimizer(config, model.d_model,
+                              gradient_accumulation_steps=config.gradient_accumulation_steps,
+                              use_ema=config.ema_momentum > 0,
+                              ema_momentum=config.ema_momentum)
     if config.dtype_policy == "mixed_float16":  # float16 needs its loss scaled
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(
@@ -337,7 +327,9 @@ def train(config):
         lambda epoch: dataset(train_pairs, shuffle=True, repeat=True, first_epoch=epoch),
         batches, with_known_length(dataset(valid_pairs)), jit_compile,
         keep=max(config.keep_checkpoints, config.average_last), budget=budget,
-        scope=parallelism.scope(), callbacks=_decay(config, budget) + (
+        scope=parallelism.scope(), callbacks=decay_callbacks(
+            config, get_preset(config.preset)["config"]["d_model"], budget,
+            config.gradient_accumulation_steps) + (
             [BudgetDropout(budget, batches, config.epochs)]
             if config.dropout_rate == "auto" else []))
     minutes = (time.monotonic() - start) / 60.0
@@ -419,26 +411,6 @@ def check_config(config):
         if getattr(config, name) not in (None, "auto"):
             check_rate(name, getattr(config, name))
     return parallelism, jit_compile
-
-
-def _decays(config):
-    """Whether the run's rate falls to zero at the end of its budget."""
-    return config.learning_rate_decay == "linear" and bool(
-        config.max_minutes or config.max_updates)
-
-
-def _peak(config):
-    """`peak_learning_rate`, or with 0 the paper's formula's own peak."""
-    d_model = get_preset(config.preset)["config"]["d_model"]
-    return config.peak_learning_rate or WarmupSchedule(d_model, config.warmup_steps).peak
-
-
-def _decay(config, budget):
-    """`[BudgetDecay]` if the run decays (`_decays`), else `[]`."""
-    if not _decays(config):
-        return []
-    return [BudgetDecay(budget, _peak(config), config.warmup_steps,
-                        config.gradient_accumulation_steps)]
 
 
 def _prepared_manifest(config):

@@ -57,6 +57,21 @@ def test_lm_resume_continues_at_the_right_step(lm_run):
         assert [line.split(",")[0] for line in f][1:] == ["0", "1", "2", "3"]
 
 
+def test_lm_rate_falls_to_zero_at_the_budget_with_weight_decay_and_clipping(tmp_path):
+    # `train`'s recipe (`runs.run_optimizer`, `runs.decay_callbacks`): after
+    # 2 updates of warmup the rate falls by 1/8 of the peak an update, so
+    # the last of 8 ran at the peak x 1/8.
+    corpus = tmp_path / "numbers.txt"
+    corpus.write_text("".join(f"{en}\n" for en, _ in numbers_and_dates(size=400)))
+    config = CausalLMConfig(**{**SMALL, "warmup_steps": 2}, corpus=f"text:{corpus}",
+                            preset="gpt_tiny", tokens_per_batch=256, max_updates=8,
+                            samples=0, quiet=True, run_dir=str(tmp_path / "run"))
+    assert train_lm(config)["steps"] == 8
+    optimizer = load_model_file(os.path.join(config.run_dir, "model.keras")).optimizer
+    np.testing.assert_allclose(float(optimizer.learning_rate), 2e-3 / 8, rtol=1e-6)
+    assert optimizer.weight_decay == 0.1 and optimizer.global_clipnorm == 1.0
+
+
 def unigram_perplexity(train_rows, test_rows):
     """The perplexity of the test tokens (eos included) under the training
     split's token frequencies (add-one smoothed): a model that ignores
@@ -161,8 +176,11 @@ def test_mlm_run_stopped_mid_epoch_resumes_to_the_same_weights(tmp_path):
     corpus = tmp_path / "numbers.tsv"
     corpus.write_text("".join(f"{en}\t{fr}\n" for en, fr in numbers_and_dates(size=400)))
 
+    # With the paper's schedule: the cut run's budget would otherwise
+    # decay its rate to zero where the whole run's goes on.
     def run(name, **settings):
         config = MaskedLMConfig(**{**SMALL, "warmup_steps": 10}, corpus=str(corpus),
+                                learning_rate_decay="paper",
                                 preset="bert_tiny", batch_size=32, epochs=2, quiet=True,
                                 run_dir=str(tmp_path / name), **settings)
         return config, pretrain_mlm(config)
