@@ -178,7 +178,7 @@ def fit_and_test(config, resume_from, build, dataset, splits, jit_compile):
         lambda epoch: dataset(train, shuffle=True, first_epoch=epoch),
         int(with_known_length(dataset(train)).cardinality()),  # the same in any order
         with_known_length(dataset(valid)), jit_compile, keep=config.keep_checkpoints,
-        budget=budget, callbacks=decay_callbacks(config, config.d_model(), budget))
+        budget=budget, callbacks=decay_callbacks(config, config.d_model, budget))
     minutes = (time.monotonic() - start) / 60.0
     return model, minutes, model.evaluate(with_known_length(dataset(test)),
                                           return_dict=True, verbose=0)

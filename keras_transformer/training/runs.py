@@ -119,8 +119,9 @@ def decays(config):
 
 def peak_rate(config, d_model):
     """`config.peak_learning_rate`, or with 0 the paper's formula's own
-    peak for `d_model`."""
-    return config.peak_learning_rate or WarmupSchedule(d_model, config.warmup_steps).peak
+    peak for the width `d_model()` returns. Only then is it called, as
+    finding the width may read a saved model."""
+    return config.peak_learning_rate or WarmupSchedule(d_model(), config.warmup_steps).peak
 
 
 def run_optimizer(config, d_model, **kwargs):
@@ -131,11 +132,12 @@ def run_optimizer(config, d_model, **kwargs):
     return transformer_adam(
         d_model, config.warmup_steps, peak=config.peak_learning_rate or None,
         weight_decay=config.weight_decay or None, global_clipnorm=config.clip_norm or None,
-        learning_rate=peak_rate(config, d_model) if decays(config) else None, **kwargs)
+        learning_rate=peak_rate(config, lambda: d_model) if decays(config) else None, **kwargs)
 
 
 def decay_callbacks(config, d_model, budget, steps_per_update=1):
-    """`[BudgetDecay]` for a run that `decays`, else `[]`."""
+    """`[BudgetDecay]` for a run that `decays`, else `[]`; `d_model`, a
+    function that returns the model's width, as `peak_rate` takes it."""
     if not decays(config):
         return []
     return [BudgetDecay(budget, peak_rate(config, d_model), config.warmup_steps,

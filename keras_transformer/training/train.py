@@ -328,7 +328,7 @@ def train(config):
         batches, with_known_length(dataset(valid_pairs)), jit_compile,
         keep=max(config.keep_checkpoints, config.average_last), budget=budget,
         scope=parallelism.scope(), callbacks=decay_callbacks(
-            config, get_preset(config.preset)["config"]["d_model"], budget,
+            config, lambda: get_preset(config.preset)["config"]["d_model"], budget,
             config.gradient_accumulation_steps) + (
             [BudgetDropout(budget, batches, config.epochs)]
             if config.dropout_rate == "auto" else []))

@@ -1,9 +1,12 @@
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
 
 from keras_transformer.training.budget_decay import BudgetDecay
-from keras_transformer.training.runs import TrainingBudget
+from keras_transformer.training.runs import TrainingBudget, decay_callbacks
+from keras_transformer.training.train import TrainConfig
 
 
 def test_the_rate_rises_over_warmup_then_falls_to_zero_with_the_budget():
@@ -57,3 +60,26 @@ def test_fit_applies_the_rate_set_before_each_batch():
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BudgetDecay(TrainingBudget(0), **kwargs)
+
+
+def test_decay_callbacks_find_the_width_only_for_the_formulas_peak():
+    # `finetune --pretrained` finds its width in a saved model's file: only
+    # a decaying run at --peak-learning-rate 0 may open it.
+    calls = []
+
+    def d_model():
+        calls.append("d_model")
+        return 512
+
+    budget = TrainingBudget(0, 100)
+    config = TrainConfig(max_updates=100, warmup_steps=4000, peak_learning_rate=4e-3)
+    [decay] = decay_callbacks(config, d_model, budget)
+    assert decay.peak == 4e-3 and calls == []
+    [decay] = decay_callbacks(dataclasses.replace(config, peak_learning_rate=0.0), d_model,
+                              budget)
+    # the paper's peak, d_model^-0.5 x warmup_steps^-0.5 for the base model
+    np.testing.assert_allclose(decay.peak, 6.98771e-4, rtol=1e-5)
+    assert calls == ["d_model"]
+    assert decay_callbacks(dataclasses.replace(config, learning_rate_decay="paper",
+                                               peak_learning_rate=0.0), d_model, budget) == []
+    assert calls == ["d_model"]
