@@ -25,6 +25,7 @@ class BlockBase(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         attention_dropout=0.0,
         activation="relu",
+        gated=False,
         **kwargs,
     ):
         check_attention_sizes(num_heads, key_dim, value_dim)
@@ -35,6 +36,7 @@ class BlockBase(keras.layers.Layer):
         # The sub-layers' sizes (section 3.2-3.3).
         self.d_ff = d_ff
         self.activation = activation
+        self.gated = gated
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim
@@ -128,7 +130,7 @@ class BlockBase(keras.layers.Layer):
 
     def _feed_forward(self, shape):
         feed_forward = FeedForward(
-            self.d_ff, activation=self.activation, name="feed_forward",
+            self.d_ff, activation=self.activation, gated=self.gated, name="feed_forward",
             dtype=self.dtype_policy,
         )
         feed_forward.build(shape)
@@ -145,6 +147,7 @@ class BlockBase(keras.layers.Layer):
                 "activation": keras.activations.serialize(
                     keras.activations.get(self.activation)
                 ),
+                "gated": self.gated,
                 "num_heads": self.num_heads,
                 "key_dim": self.key_dim,
                 "value_dim": self.value_dim,

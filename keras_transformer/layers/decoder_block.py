@@ -37,6 +37,7 @@ class DecoderBlock(BlockBase):
         attention_dropout: float in `[0, 1)`, dropout on attention weights.
         activation: the feed-forward activation, "relu" (paper), "gelu"
             or `gelu_approximate`.
+        gated: bool, the feed-forward network's gated form (`FeedForward`).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:

@@ -36,6 +36,7 @@ class EncoderBlock(BlockBase):
             weights (0 in the paper).
         activation: the feed-forward activation, "relu" (paper), "gelu"
             or `gelu_approximate`.
+        gated: bool, the feed-forward network's gated form (`FeedForward`).
         **kwargs: passed to `keras.layers.Layer`.
 
     Call arguments:

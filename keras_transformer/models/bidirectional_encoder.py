@@ -45,6 +45,8 @@ class BidirectionalEncoder(ModelBase):
         num_segments: int, segment (token type) ids `[0, num_segments)`.
             Default 2 (sentence A, sentence B).
         activation: the feed-forward activation. Default "gelu".
+        gated: bool, the feed-forward network's gated form (`FeedForward`).
+            Default False.
         norm_first: bool, pre-norm blocks and a final LayerNorm.
         layer_norm_epsilon: float. Default 1e-12, as BERT.
         attention_dropout: float in `[0, 1)`. Default 0.
@@ -80,6 +82,7 @@ class BidirectionalEncoder(ModelBase):
         max_length=512,
         num_segments=2,
         activation="gelu",
+        gated=False,
         norm_first=False,
         layer_norm_epsilon=1e-12,
         attention_dropout=0.0,
@@ -118,7 +121,7 @@ class BidirectionalEncoder(ModelBase):
             EncoderBlock, num_layers, "block", "final_norm", norm_first, layer_norm_epsilon,
             dtype, num_heads=num_heads, key_dim=key_dim, d_ff=d_ff,
             dropout_rate=dropout_rate, attention_dropout=attention_dropout,
-            activation=activation,
+            activation=activation, gated=gated,
         )
         self.pooler = PositionWiseDense(d_model, activation="tanh", name="pooler", dtype=dtype)
 
@@ -133,6 +136,7 @@ class BidirectionalEncoder(ModelBase):
         self.max_length = max_length
         self.num_segments = num_segments
         self.activation = activation
+        self.gated = gated
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.attention_dropout = attention_dropout

@@ -45,6 +45,8 @@ class CausalLM(ModelBase):
             sub-layer output. Default 0.1.
         max_length: int, positions of the learned table. Default 512.
         activation: the feed-forward activation. Default GELU (tanh form).
+        gated: bool, the feed-forward network's gated form (`FeedForward`).
+            Default False.
         norm_first: bool, pre-norm blocks and a final LayerNorm (GPT-2).
         learned_positions: bool, a learned table (default) or sinusoids.
         scale_embeddings: bool, multiply embeddings by `sqrt(d_model)` as
@@ -81,6 +83,7 @@ class CausalLM(ModelBase):
         dropout_rate=0.1,
         max_length=512,
         activation="gelu",
+        gated=False,
         norm_first=False,
         learned_positions=True,
         scale_embeddings=False,
@@ -114,7 +117,7 @@ class CausalLM(ModelBase):
             EncoderBlock, num_layers, "block", "final_norm", norm_first, layer_norm_epsilon,
             dtype, num_heads=num_heads, key_dim=key_dim, d_ff=d_ff,
             dropout_rate=dropout_rate, attention_dropout=attention_dropout,
-            activation=activation,
+            activation=activation, gated=gated,
         )
 
         # === Config ===
@@ -127,6 +130,7 @@ class CausalLM(ModelBase):
         self.dropout_rate = dropout_rate
         self.max_length = max_length
         self.activation = activation
+        self.gated = gated
         self.norm_first = norm_first
         self.learned_positions = learned_positions
         self.scale_embeddings = scale_embeddings

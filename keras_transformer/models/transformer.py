@@ -79,6 +79,10 @@ class Transformer(ModelBase):
             (None: `num_layers`, as in the paper). On the demo's corpus
             one decoder layer learned far less than two, and one encoder
             layer as much as two (docs/RESULTS.md).
+        activation: the feed-forward activation: "relu" (paper), "gelu",
+            "silu" or any Keras activation.
+        gated: bool, the feed-forward network's gated form (`FeedForward`;
+            with "silu", SwiGLU). Default False, the paper's.
         pad_id, bos_id, eos_id: int, the padding, start and end token ids
             (`keras_transformer.special_tokens`: 0, 1, 2); the searches
             read them from the model.
@@ -121,6 +125,8 @@ class Transformer(ModelBase):
         attention_dropout=0.0,
         layer_norm_epsilon=1e-6,
         num_decoder_layers=None,
+        activation="relu",
+        gated=False,
         pad_id=PAD_ID,
         bos_id=BOS_ID,
         eos_id=EOS_ID,
@@ -185,6 +191,7 @@ class Transformer(ModelBase):
         block_kwargs = dict(
             num_heads=num_heads, key_dim=key_dim, value_dim=value_dim,
             d_ff=d_ff, dropout_rate=dropout_rate, attention_dropout=attention_dropout,
+            activation=activation, gated=gated,
         )
         self.encoder_blocks, self.encoder_norm = build_stack(
             EncoderBlock, num_layers, "encoder_block", "encoder_norm", norm_first,
@@ -210,6 +217,8 @@ class Transformer(ModelBase):
         self.learned_positions = learned_positions
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
+        self.gated = gated
         self.pad_id = pad_id
         self.bos_id = bos_id
         self.eos_id = eos_id

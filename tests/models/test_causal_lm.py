@@ -16,7 +16,7 @@ def closed_form_params(c):
     LayerNorms a block, and one on top when pre-norm."""
     d, dff, n, v = c["d_model"], c["d_ff"], c["num_layers"], c["vocabulary_size"]
     attention = 4 * (d * d + d)
-    feed_forward = d * dff + dff + dff * d + d
+    feed_forward = d * dff + dff + dff * d + d + (d * dff + dff if c.get("gated") else 0)
     block = attention + feed_forward + 4 * d
     final_norm = 2 * d if c.get("norm_first") else 0
     return v * d + c["max_length"] * d + n * block + final_norm
@@ -32,6 +32,18 @@ def test_gpt1_has_116534784_weights():
 def test_presets_match_the_closed_form(name):
     model = CausalLM.from_preset(name)
     assert model.count_params() == closed_form_params(CAUSAL_LM_PRESETS[name]["config"])
+
+
+def test_gated_feed_forward_is_counted_and_saved(tmp_path):
+    config = dict(CAUSAL_LM_PRESETS["gpt_tiny"]["config"], vocabulary_size=40,
+                  activation="silu", gated=True)
+    model = CausalLM(**config)
+    assert model.count_params() == closed_form_params(config)
+    ids = {"token_ids": np.array([[1, 5, 9, 13]], "int32")}
+    model.save(tmp_path / "lm.keras")
+    loaded = keras.saving.load_model(tmp_path / "lm.keras")
+    assert loaded.gated and loaded.blocks[0].feed_forward.gated
+    np.testing.assert_allclose(to_numpy(loaded(ids)), to_numpy(model(ids)), atol=1e-6)
 
 
 def test_gpt2_small_has_124439808_weights():

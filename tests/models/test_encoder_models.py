@@ -16,6 +16,8 @@ def closed_form_params(c):
     blocks, and the tanh pooler."""
     d, dff, n, v = c["d_model"], c["d_ff"], c["num_layers"], c["vocabulary_size"]
     block = 4 * (d * d + d) + (d * dff + dff + dff * d + d) + 4 * d
+    if c.get("gated"):  # the feed-forward network's V and c
+        block += d * dff + dff
     embeddings = v * d + c["max_length"] * d + c["num_segments"] * d + 2 * d
     return embeddings + n * block + d * d + d
 
@@ -33,6 +35,13 @@ def test_cpu_presets_match_the_closed_form():
     for name in ["bert_tiny", "bert_mini"]:
         model = BidirectionalEncoder.from_preset(name)
         assert model.count_params() == closed_form_params(ENCODER_PRESETS[name]["config"])
+
+
+def test_gated_feed_forward_is_counted():
+    config = dict(ENCODER_PRESETS["bert_tiny"]["config"], activation="silu", gated=True)
+    model = BidirectionalEncoder(**config)
+    assert model.count_params() == closed_form_params(config)
+    assert all(block.feed_forward.gated for block in model.blocks)
 
 
 def test_masked_lm_adds_the_heads_dense_norm_and_bias():

@@ -14,6 +14,8 @@ def closed_form_params(c, vocabulary_size=None):
     v = vocabulary_size or c["vocabulary_size"]
     attention = 2 * (d * h * dk + h * dk) + (d * h * dv + h * dv) + (h * dv * d + d)
     feed_forward = d * dff + dff + dff * d + d
+    if c.get("gated"):  # V and c
+        feed_forward += d * dff + dff
     encoder = attention + feed_forward + 4 * d
     decoder = 2 * attention + feed_forward + 6 * d
     learned_positions = 2 * c["max_length"] * d if c.get("learned_positions") else 0
@@ -104,6 +106,7 @@ def test_cached_decode_step_equals_full_pass(depths):
     dict(target_vocabulary_size=70),
     dict(tie_embeddings=False),
     dict(target_vocabulary_size=70, tie_embeddings=False),
+    dict(activation="silu", gated=True),
 ])
 def test_variants_build_and_agree_with_entry_points(overrides):
     model = tiny(**overrides)
@@ -123,6 +126,8 @@ def test_variants_build_and_agree_with_entry_points(overrides):
         "learned_positions": 2 * c["max_length"] * d,
         "target_vocabulary_size": 70 * d,  # a second embedding matrix
         "tie_embeddings": vocab * d,  # an untied output projection
+        "activation": 0,
+        "gated": 2 * c["num_layers"] * (d * c["d_ff"] + c["d_ff"]),  # V and c a block
     }
     expected = closed_form_params(c, 50) + sum(extra[k] for k in overrides)
     assert model.count_params() == expected
@@ -138,6 +143,24 @@ def test_decoder_depth_of_its_own_is_counted_and_saved(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "model.keras")
     assert len(loaded.decoder_blocks) == 1
     np.testing.assert_allclose(to_numpy(loaded(inputs)), to_numpy(model(inputs)), atol=1e-6)
+
+
+def test_gated_feed_forward_is_saved_and_decodes_with_a_cache(tmp_path):
+    model = tiny(activation="silu", gated=True)
+    inputs = batch([[5, 6, 7, 0]], [[1, 8, 9]])
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert all(block.feed_forward.gated for block in loaded.decoder_blocks)
+    full = to_numpy(loaded(inputs))
+    np.testing.assert_allclose(full, to_numpy(model(inputs)), atol=1e-6)
+    encoded, mask = loaded.encode(inputs["encoder_token_ids"])
+    cache = loaded.init_cache(encoded, max_length=3)
+    steps = []
+    for i in range(3):
+        logits, cache = loaded.decode_step(inputs["decoder_token_ids"][:, i:i + 1], cache, i,
+                                           mask)
+        steps.append(to_numpy(logits))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
 
 def test_shared_vocabulary_ties_all_three_matrices():
