@@ -16,7 +16,7 @@ from keras_transformer.models import (
     SequenceClassifier,
     Transformer,
 )
-from keras_transformer.optimizers import transformer_adam
+from keras_transformer.optimizers import transformer_adam, transformer_muon
 from keras_transformer.schedules import WarmupSchedule
 from keras_transformer.translator import Translator
 

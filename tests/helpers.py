@@ -110,3 +110,14 @@ def subword_model(path):
     with open(path, "rb") as f:
         proto.ParseFromString(f.read())
     return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(proto.trainer_spec.model_type)
+
+
+def assert_optimizer_round_trips(model, path, optimizer_class):
+    """`model` saved to `path` and loaded again holds an `optimizer_class`
+    with the same config and the same state."""
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert type(restored.optimizer) is optimizer_class
+    assert restored.optimizer.get_config() == model.optimizer.get_config()
+    for a, b in zip(restored.optimizer.variables, model.optimizer.variables, strict=True):
+        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))

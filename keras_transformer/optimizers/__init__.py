@@ -1,2 +1,3 @@
 from keras_transformer.optimizers.adam import Adam
-from keras_transformer.optimizers.transformer_adam import transformer_adam
+from keras_transformer.optimizers.muon import Muon
+from keras_transformer.optimizers.transformer_adam import transformer_adam, transformer_muon

@@ -4,6 +4,8 @@ import math
 
 import keras
 
+from keras_transformer.optimizers.own_average_buffers import OwnAverageBuffers
+
 
 def _fused():
     """Whether the update runs in PyTorch's kernels: on the PyTorch
@@ -16,7 +18,7 @@ def _fused():
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Adam(keras.optimizers.Adam):
+class Adam(OwnAverageBuffers, keras.optimizers.Adam):
     """`keras.optimizers.Adam`: the same arguments, state, checkpoints and
     results, but on PyTorch the update is `torch._fused_adam_`, one pass
     over every weight, and the moving average and gradient accumulation
@@ -81,16 +83,6 @@ class Adam(keras.optimizers.Adam):
         momentum = self.ema_momentum if int(self.iterations) else 0.0
         with torch.no_grad():
             torch._foreach_lerp_(averages, weights, 1.0 - momentum)
-
-    def _overwrite_model_variables_with_average_value(self, trainable_variables):
-        # At the end of `fit` Keras assigns each moving average to its
-        # weight. On JAX the two then share one buffer, and the next `fit`,
-        # which donates both to its compiled step, fails ("donate the same
-        # buffer twice"): each weight gets a copy of its own.
-        super()._overwrite_model_variables_with_average_value(trainable_variables)
-        if keras.backend.backend() == "jax":
-            for variable in trainable_variables:
-                variable.assign(keras.ops.copy(variable.value))
 
     def _backend_increment_gradient_accumulators(self, grads, acc_grads):
         if not _fused():

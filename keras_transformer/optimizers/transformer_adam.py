@@ -1,7 +1,8 @@
-"""The paper's optimizer (section 5.3)."""
+"""The paper's optimizer (section 5.3), and Muon on the same schedule."""
 
 from keras_transformer.checks import check_positive_int
 from keras_transformer.optimizers.adam import Adam
+from keras_transformer.optimizers.muon import Muon
 from keras_transformer.schedules.warmup_schedule import WarmupSchedule
 
 
@@ -32,6 +33,32 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
     Returns:
         An `Adam`: Keras's, with a fused update on PyTorch.
     """
+    return _on_schedule(Adam, d_model, warmup_steps, scale, peak, gradient_accumulation_steps,
+                        use_ema, ema_momentum, learning_rate,
+                        beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)
+
+
+def transformer_muon(d_model, warmup_steps=4000, scale=1.0, peak=None,
+                     gradient_accumulation_steps=1, use_ema=False, ema_momentum=0.99,
+                     learning_rate=None, weight_decay=None, **kwargs):
+    """`Muon` on `transformer_adam`'s schedule: Muon's step (momentum 0.95,
+    Nesterov, 5 Newton-Schulz iterations) for the hidden layers' matrices
+    and the paper's Adam (0.9, 0.98, 1e-9) for the rest.
+
+    Takes `transformer_adam`'s arguments; `weight_decay` (decoupled, none
+    by default) applies to both parts, and `**kwargs` go to `Muon`.
+    """
+    return _on_schedule(Muon, d_model, warmup_steps, scale, peak, gradient_accumulation_steps,
+                        use_ema, ema_momentum, learning_rate,
+                        adam_beta_1=0.9, adam_beta_2=0.98, epsilon=1e-9,
+                        weight_decay=weight_decay, adam_weight_decay=weight_decay, **kwargs)
+
+
+def _on_schedule(optimizer_class, d_model, warmup_steps, scale, peak,
+                 gradient_accumulation_steps, use_ema, ema_momentum, learning_rate, **kwargs):
+    """`optimizer_class` on the warmup schedule (or `learning_rate`), with
+    gradient accumulation and the moving average as `transformer_adam`
+    documents them."""
     check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
     n = gradient_accumulation_steps
     if learning_rate is not None:
@@ -40,11 +67,8 @@ def transformer_adam(d_model, warmup_steps=4000, scale=1.0, peak=None,
         schedule = WarmupSchedule(d_model, warmup_steps, scale, steps_per_update=n)
     else:
         schedule = WarmupSchedule.from_peak(d_model, warmup_steps, peak, steps_per_update=n)
-    return Adam(
+    return optimizer_class(
         learning_rate=schedule,
-        beta_1=0.9,
-        beta_2=0.98,
-        epsilon=1e-9,
         gradient_accumulation_steps=n if n > 1 else None,
         use_ema=use_ema,
         ema_momentum=ema_momentum ** (1.0 / n),

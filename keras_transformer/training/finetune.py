@@ -137,7 +137,7 @@ def build_classifier(config, vocabulary_size, num_classes, jit_compile):
     model = SequenceClassifier(encoder, num_classes=num_classes,
                                dropout_rate=config.dropout_rate)
     model.compile(
-        optimizer=config.optimizer(encoder.d_model),
+        optimizer=config.make_optimizer(encoder.d_model),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,

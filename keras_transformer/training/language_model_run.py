@@ -16,9 +16,11 @@ from keras_transformer.training.options import (
     CorpusOptions,
     JitCompile,
     LearningRateDecay,
+    OptimizerName,
     clip_norm_option,
     jit_compile_option,
     learning_rate_decay_option,
+    optimizer_option,
     option,
     weight_decay_option,
 )
@@ -39,7 +41,7 @@ MASK_PIECE = "<mask>"
 # What a resumed run must share with the run it continues.
 RESUME_FIELDS = ("corpus", "target_path", "source_language", "target_language", "side",
                  "preset", "vocabulary_size", "max_length", "dropout_rate",
-                 "warmup_steps", "peak_learning_rate", "learning_rate_decay",
+                 "optimizer", "warmup_steps", "peak_learning_rate", "learning_rate_decay",
                  "weight_decay", "clip_norm", "pretrained", "seed")
 
 # The columns of a pair that each `side` of a parallel corpus reads, and
@@ -72,6 +74,7 @@ class LanguageModelConfig(CorpusOptions):
     epochs: int = option(100, "passes over the training split, at most")
     max_minutes: float = option(5.0, "training time budget in minutes (0 = none)")
     max_updates: int = option(0, "stop after this many optimizer updates (0 = none)")
+    optimizer: OptimizerName = optimizer_option("adam")
     warmup_steps: int = option(200, "updates of linear warmup")
     peak_learning_rate: float = option(1e-3, "the rate at the end of warmup (0 = the "
                                              "paper's formula's own peak)")
@@ -105,8 +108,8 @@ class LanguageModelConfig(CorpusOptions):
         check_max_length(self.max_length)
         return resolve_jit_compile(self.jit_compile)
 
-    def optimizer(self, d_model):
-        """The paper's Adam, with the run's schedule, weight decay and
+    def make_optimizer(self, d_model):
+        """The run's optimizer, with its schedule, weight decay and
         clipping (`runs.run_optimizer`)."""
         return run_optimizer(self, d_model)
 

@@ -11,6 +11,7 @@ from keras_transformer.data.tokenizer import DEFAULT_SUBWORD_MODEL, SUBWORD_MODE
 JitCompile = Literal["auto"] | bool
 SubwordModel = Literal[SUBWORD_MODELS]
 LearningRateDecay = Literal["linear", "paper"]
+OptimizerName = Literal["adam", "muon"]
 
 
 def option(default, help, check=None):
@@ -33,6 +34,13 @@ def learning_rate_decay_option():
     return option("linear", "after warmup, linear: down to zero at the end of the time or "
                             "update budget (the paper's without one); paper: the inverse "
                             "square root")
+
+
+def optimizer_option(default):
+    """The `optimizer` field of a program that trains (`runs.run_optimizer`)."""
+    return option(default, "adam: the paper's Adam; muon: Muon's orthogonalised momentum for "
+                           "the hidden layers' matrices, that Adam for the rest (not in the "
+                           "paper)")
 
 
 def weight_decay_option():

@@ -65,7 +65,7 @@ def build_masked_lm(config, vocabulary_size, jit_compile):
     # objective leaves out: its weights get no gradient, as expected.
     warnings.filterwarnings("ignore", "Gradients do not exist for variables .'pooler/")
     model.compile(
-        optimizer=config.optimizer(model.encoder.d_model),
+        optimizer=config.make_optimizer(model.encoder.d_model),
         loss=LabelSmoothedCrossEntropy(epsilon=0.0),
         metrics=[MaskedAccuracy()],
         jit_compile=jit_compile,

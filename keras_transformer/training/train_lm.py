@@ -70,7 +70,7 @@ def build_causal_lm(config, vocabulary_size, jit_compile):
 
     model = CausalLM.from_preset(config.preset, **config.preset_overrides(vocabulary_size))
     model.compile(
-        optimizer=config.optimizer(model.d_model),
+        optimizer=config.make_optimizer(model.d_model),
         loss=LabelSmoothedCrossEntropy(epsilon=0.0),
         metrics=[keras_hub.metrics.Perplexity(from_logits=True, mask_token_id=0),
                  MaskedAccuracy(), TokenCount()],

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
-from tests.helpers import numpy_moving_averages, to_numpy
+from tests.helpers import assert_optimizer_round_trips, numpy_moving_averages, to_numpy
 
 PAPER = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 SHAPES = [(3, 4), (4,), (2, 3, 2)]
@@ -110,12 +110,7 @@ def test_fit_trains_a_transformer_as_keras_adam(loss_scale):
 
 def test_saves_and_loads_with_its_state(tmp_path):
     model = _fit(kt.transformer_adam(16, warmup_steps=2))
-    model.save(tmp_path / "model.keras")
-    restored = keras.saving.load_model(tmp_path / "model.keras")
-    assert type(restored.optimizer) is kt.optimizers.Adam
-    assert restored.optimizer.get_config() == model.optimizer.get_config()
-    for a, b in zip(restored.optimizer.variables, model.optimizer.variables):
-        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+    assert_optimizer_round_trips(model, tmp_path / "model.keras", kt.optimizers.Adam)
 
 
 def test_a_second_fit_continues_the_moving_average():

@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_transformer as kt
 from keras_transformer import cli
 from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.pipeline import causal_lm_dataset
@@ -57,7 +58,9 @@ def test_lm_resume_continues_at_the_right_step(lm_run):
         assert [line.split(",")[0] for line in f][1:] == ["0", "1", "2", "3"]
 
 
-def test_lm_rate_falls_to_zero_at_the_budget_with_weight_decay_and_clipping(tmp_path):
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_lm_rate_falls_to_zero_at_the_budget_with_weight_decay_and_clipping(optimizer,
+                                                                             tmp_path):
     # `train`'s recipe (`runs.run_optimizer`, `runs.decay_callbacks`): after
     # 2 updates of warmup the rate falls by 1/8 of the peak an update, so
     # the last of 8 ran at the peak x 1/8.
@@ -65,11 +68,14 @@ def test_lm_rate_falls_to_zero_at_the_budget_with_weight_decay_and_clipping(tmp_
     corpus.write_text("".join(f"{en}\n" for en, _ in numbers_and_dates(size=400)))
     config = CausalLMConfig(**{**SMALL, "warmup_steps": 2}, corpus=f"text:{corpus}",
                             preset="gpt_tiny", tokens_per_batch=256, max_updates=8,
-                            samples=0, quiet=True, run_dir=str(tmp_path / "run"))
+                            optimizer=optimizer, samples=0, quiet=True,
+                            run_dir=str(tmp_path / "run"))
+    assert CausalLMConfig.optimizer == "adam"  # the default of the language models
     assert train_lm(config)["steps"] == 8
-    optimizer = load_model_file(os.path.join(config.run_dir, "model.keras")).optimizer
-    np.testing.assert_allclose(float(optimizer.learning_rate), 2e-3 / 8, rtol=1e-6)
-    assert optimizer.weight_decay == 0.1 and optimizer.global_clipnorm == 1.0
+    saved = load_model_file(os.path.join(config.run_dir, "model.keras")).optimizer
+    assert type(saved) is {"adam": kt.optimizers.Adam, "muon": kt.optimizers.Muon}[optimizer]
+    np.testing.assert_allclose(float(saved.learning_rate), 2e-3 / 8, rtol=1e-6)
+    assert saved.weight_decay == 0.1 and saved.global_clipnorm == 1.0
 
 
 def unigram_perplexity(train_rows, test_rows):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import sentencepiece
 
+import keras_transformer as kt
 from keras_transformer import cli
 from keras_transformer.data.corpora import numbers_and_dates
 from keras_transformer.data.tokenizer import detokenize
@@ -94,6 +95,7 @@ def test_xla_and_static_shapes_only_on_jax_by_default(run):
     ("alpha", "best"), ("alpha", -0.5), ("alpha", True),
     ("ema_momentum", 1.0), ("ema_momentum", -0.1), ("ema_momentum", "0.99"),
     ("gradient_accumulation_steps", 0), ("weight_decay", -0.1), ("clip_norm", -1.0),
+    ("optimizer", "sgd"),
 ])
 def test_bad_settings_fail_before_any_work(name, setting, tmp_path):
     run_dir = tmp_path / "run"
@@ -395,14 +397,29 @@ def test_mixed_precision_and_accumulation_reach_the_model(policy):
     assert losses[policy][-1] < losses[policy][0]
 
 
+@pytest.mark.parametrize("name", ["adam", "muon"])
+def test_the_optimizer_setting_picks_the_optimizer_with_the_runs_settings(name):
+    config = TrainConfig(preset="tiny", optimizer=name, weight_decay=0.2, clip_norm=0.5)
+    optimizer = build_model(config, vocabulary_size=50, jit_compile=False).optimizer
+    assert type(optimizer) is {"adam": kt.optimizers.Adam, "muon": kt.optimizers.Muon}[name]
+    assert (optimizer.weight_decay, optimizer.global_clipnorm) == (0.2, 0.5)
+    # The decaying rate starts at the peak; `BudgetDecay` sets it every batch.
+    assert float(keras.ops.convert_to_numpy(optimizer.learning_rate)) == pytest.approx(
+        config.peak_learning_rate)
+    if name == "muon":
+        assert optimizer.adam_weight_decay == 0.2
+
+
 def test_table3_row_d4_trains_with_its_label_smoothing():
     model = build_model(TrainConfig(preset="D4"), vocabulary_size=64, jit_compile=False)
     assert model.loss.epsilon == 0.2
 
 
-def test_weight_decay_takes_rate_times_decay_of_every_weight_off_it():
-    # AdamW's decoupled decay: with the same gradient and moments, the
-    # decayed update lands `rate x weight_decay x w` below the plain one.
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_weight_decay_takes_rate_times_decay_of_every_weight_off_it(optimizer):
+    # AdamW's decoupled decay, in both parts of Muon too: with the same
+    # gradient and moments, the decayed update lands `rate x weight_decay
+    # x w` below the plain one.
     rng = np.random.default_rng(0)
     inputs = {"encoder_token_ids": rng.integers(1, 50, (4, 7)),
               "decoder_token_ids": rng.integers(1, 50, (4, 6))}
@@ -410,7 +427,8 @@ def test_weight_decay_takes_rate_times_decay_of_every_weight_off_it():
     weights = {}
     for decay in (0.0, 0.1):
         keras.utils.set_random_seed(0)
-        config = TrainConfig(preset="tiny", weight_decay=decay, ema_momentum=0)
+        config = TrainConfig(preset="tiny", optimizer=optimizer, weight_decay=decay,
+                             ema_momentum=0)
         model = build_model(config, vocabulary_size=50, jit_compile=False)
         start = model.get_weights()
         model.train_on_batch(inputs, labels)
@@ -422,17 +440,18 @@ def test_weight_decay_takes_rate_times_decay_of_every_weight_off_it():
     assert not np.allclose(weights[0.1][0], weights[0.0][0], atol=1e-7)
 
 
-def test_clip_norm_scales_the_whole_gradient_down_to_the_global_norm():
-    # Adam's first update does not depend on the gradient's scale, its
-    # second does: a clipped run given a first gradient over the norm and a
-    # second under it must match an unclipped run given the first scaled
-    # to the norm by hand and the second as it is.
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_clip_norm_scales_the_whole_gradient_down_to_the_global_norm(optimizer):
+    # Adam's and Muon's first updates do not depend on the gradient's
+    # scale, their second do: a clipped run given a first gradient over the
+    # norm and a second under it must match an unclipped run given the
+    # first scaled to the norm by hand and the second as it is.
     assert TrainConfig.clip_norm == 1.0  # the default
     rng = np.random.default_rng(0)
 
     def build(clip):
-        return build_model(TrainConfig(preset="tiny", clip_norm=clip, ema_momentum=0),
-                           vocabulary_size=50, jit_compile=False)
+        return build_model(TrainConfig(preset="tiny", optimizer=optimizer, clip_norm=clip,
+                                       ema_momentum=0), vocabulary_size=50, jit_compile=False)
 
     model = build(0.0)
     start = model.get_weights()
@@ -446,7 +465,7 @@ def test_clip_norm_scales_the_whole_gradient_down_to_the_global_norm():
     second = [g * (0.25 / global_norm(second)) for g in second]
     assert first_norm > 0.5
 
-    def two_updates(clip, gradients):  # a fresh model and Adam from `start`
+    def two_updates(clip, gradients):  # a fresh model and optimizer from `start`
         model = build(clip)
         model.set_weights(start)
         for grads in gradients:
@@ -467,11 +486,14 @@ def test_resume_refuses_other_settings_or_a_missing_tokenizer(run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(config.run_dir, copy)
     before = sorted(p.name for p in copy.rglob("*"))
+    other = {"adam": "muon", "muon": "adam"}[config.optimizer]
     changed = dataclasses.replace(config, run_dir=str(copy), preset="mini", vocabulary_size=400,
-                                  subword_model="unigram")
+                                  subword_model="unigram", optimizer=other)
     with pytest.raises(ValueError, match=r"--preset 'mini' \(the run's: 'tiny'\); "
                                          r"--vocabulary-size 400 \(the run's: 300\); "
-                                         r"--subword-model 'unigram' \(the run's: 'bpe'\)"):
+                                         r"--subword-model 'unigram' \(the run's: 'bpe'\); "
+                                         rf"--optimizer '{other}' \(the run's: "
+                                         rf"'{config.optimizer}'\)"):
         train(changed)
     os.remove(copy / "tokenizer.model")
     with pytest.raises(ValueError, match="tokenizer.model is missing"):
