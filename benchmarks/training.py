@@ -12,7 +12,8 @@ tokens, Adam, label-smoothed cross-entropy, on the path Keras takes by
 default (`jit_compile="auto"`: XLA on JAX, graph mode on a CPU-only
 TensorFlow, eager PyTorch; `jit_compile=True` for XLA on TensorFlow).
 Ours trains with the Adam `transformer_adam` returns (on PyTorch, one
-fused update kernel). keras-hub is trained as its users write it, with
+fused update kernel), and again with `train`'s default, Muon for the
+hidden layers' matrices, to time what that costs. keras-hub is trained as its users write it, with
 Keras's `SparseCategoricalCrossentropy(ignore_class=0)` and Adam, and
 again with our loss and Adam, which compares the models alone.
 Every side trains on the same batches (random tokens, random lengths, so
@@ -57,6 +58,8 @@ def preset_sizes(preset, **overrides):
 REFERENCE = dict(preset_sizes("small"), batch=32, length=64)
 # Adam as the paper's, at a constant rate: the schedule is not what is timed.
 ADAM = dict(learning_rate=1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+# `train`'s default, Muon for the hidden matrices with that Adam for the rest.
+MUON = dict(learning_rate=1e-4, adam_beta_1=0.9, adam_beta_2=0.98, epsilon=1e-9)
 
 
 def step_path(backend, jit_compile):
@@ -174,12 +177,12 @@ def keras_hub_loss():
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
 
 
-def keras_trainer(model, jit_compile, loss=None, optimizer=kt.optimizers.Adam):
+def keras_trainer(model, jit_compile, loss=None, optimizer=None):
     """A callable that trains `model` on a list of batches in one `fit`
     call and returns `(seconds, loss)` (`fit_steps`). `loss` defaults to
-    ours, label-smoothed (0.1); `optimizer`, an Adam class, to ours (the
-    one `transformer_adam` returns: a fused update on PyTorch)."""
-    model.compile(optimizer=optimizer(**ADAM),
+    ours, label-smoothed (0.1); `optimizer` to our Adam (the one
+    `transformer_adam` returns: a fused update on PyTorch)."""
+    model.compile(optimizer=optimizer or kt.optimizers.Adam(**ADAM),
                   loss=loss or LabelSmoothedCrossEntropy(0.1), jit_compile=jit_compile)
 
     def run(batches):
@@ -305,10 +308,13 @@ def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
     # keras-hub as its users train it (its loss, Keras's Adam), and with
     # our loss and Adam, which compares the models alone.
     for name, loss, optimizer in (
-            ("keras_hub", keras_hub_loss(), keras.optimizers.Adam),
-            ("keras_hub_same_loss", None, kt.optimizers.Adam)):
+            ("keras_hub", keras_hub_loss(), keras.optimizers.Adam(**ADAM)),
+            ("keras_hub_same_loss", None, None)):
         keras.utils.set_random_seed(0)
         hubs[name] = keras_trainer(keras_hub_model(config), jit, loss, optimizer)
+    # Ours again with `train`'s default optimizer: what its step costs.
+    keras.utils.set_random_seed(0)
+    muon_step = keras_trainer(our_model(config), jit, optimizer=kt.optimizers.Muon(**MUON))
 
     # First step: trace + compile + a one-step `fit`, minus a warm one.
     first = timed(ours_step, batches[:1])
@@ -326,6 +332,11 @@ def run(config=None, steps=8, rounds=3, native_torch=True, bfloat16_steps=20,
         ours_times += result[f"ours_vs_{name}"]["a_times"]
         ours_peaks += result[f"ours_vs_{name}"]["a_peaks"]
         result["tokens_per_s"][name] = tokens / result[f"ours_vs_{name}"]["b_s"]
+
+    result["ours_vs_ours_with_muon"] = compare(ours_step, muon_step, batches, rounds,
+                                               self_timed=True, peak=read_peak)
+    ours_times += result["ours_vs_ours_with_muon"]["a_times"]
+    ours_peaks += result["ours_vs_ours_with_muon"]["a_peaks"]
 
     if native_torch:
         import torch

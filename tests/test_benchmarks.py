@@ -141,6 +141,7 @@ def test_training_benchmark_runs_on_this_backend():
     assert m["keras_hub_utilisation"]["median"] == pytest.approx(
         m["flops_per_step"] / hub["b_times"][0] / hub["b_peaks"][0])
     assert result["ours_vs_keras_hub_same_loss"]["b_s"] > 0
+    assert result["ours_vs_ours_with_muon"]["b_s"] > 0
     assert np.isfinite(result["bfloat16"]["bfloat16_loss"])
     # Every comparison on Keras's default path: graph mode on a CPU-only TensorFlow.
     assert result["jit_compile"] == result["bfloat16"]["jit_compile"] == resolve_jit_compile("auto")
@@ -242,7 +243,7 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
     text = done.stdout
     sides = [("ours", "keras-hub, Keras's sparse cross-entropy"),
              ("ours", "keras-hub, our loss and Adam"),
-             ("ours", "torch nn.Transformer"),
+             ("ours", "torch nn.Transformer"), ("ours", "ours with Muon, train's default"),
              ("float32", "mixed_bfloat16"), ("cached", "uncached"),
              ("ours", "keras-hub BeamSampler, our model"),
              ("ours", "keras-hub BART \\+ BeamSampler"), ("tf.data", "in memory"),
@@ -252,6 +253,7 @@ def test_the_suite_prints_every_row_and_writes_the_readme(tmp_path):
         row = rf"\| {a} [\d.]+ s \| {b} [\d.]+ s \| [\d.]+x \([\d.]+-[\d.]+\) \|"
         assert re.search(row, text), (a, b)
     for note in ("tokens/s", "FLOPs utilisation", "keras-hub's", "compile time",
+                 "ours with Muon against keras-hub",
                  "padding efficiency", "mixed_bfloat16 (eager)", "training (eager)"):
         assert note in text
     # Two tables: the translator's suites, then the language models'.

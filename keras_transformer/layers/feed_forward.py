@@ -54,7 +54,7 @@ class FeedForward(keras.layers.Layer):
         check_positive_int("d_ff", d_ff)
         self.d_ff = d_ff
         self.activation = keras.activations.get(activation)
-        self.gated = bool(gated)
+        self.gated = gated
 
     def build(self, inputs_shape):
         d_model = inputs_shape[-1]

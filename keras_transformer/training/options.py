@@ -5,13 +5,16 @@ import dataclasses
 from typing import Literal
 
 from keras_transformer.data.tokenizer import DEFAULT_SUBWORD_MODEL, SUBWORD_MODELS
+from keras_transformer.optimizers import transformer_adam, transformer_muon
 
 # `jit_compile` as the programs and benchmarks take it: XLA on, off, or
 # "auto" (`runs.resolve_jit_compile`).
 JitCompile = Literal["auto"] | bool
 SubwordModel = Literal[SUBWORD_MODELS]
 LearningRateDecay = Literal["linear", "paper"]
-OptimizerName = Literal["adam", "muon"]
+# What a run's `optimizer` names (`runs.run_optimizer`).
+OPTIMIZERS = {"adam": transformer_adam, "muon": transformer_muon}
+OptimizerName = Literal[tuple(OPTIMIZERS)]
 
 
 def option(default, help, check=None):

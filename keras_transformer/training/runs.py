@@ -11,10 +11,10 @@ import keras
 
 from keras_transformer.data.tokenizer import TOKENIZER_FILE
 from keras_transformer.model_files import load_model_file
-from keras_transformer.optimizers import transformer_adam, transformer_muon
 from keras_transformer.schedules import WarmupSchedule
 from keras_transformer.training.budget_decay import BudgetDecay
 from keras_transformer.training.checkpoints import AtomicCheckpoint, newest_good_checkpoint
+from keras_transformer.training.options import OPTIMIZERS
 from keras_transformer.training.step_progress import StepProgress
 
 RUN_CONFIG_FILE = "train_config.json"  # the settings a run was started with
@@ -130,8 +130,7 @@ def run_optimizer(config, d_model, **kwargs):
     weight decay and clipping, and `**kwargs`. A run that `decays` keeps
     its rate in a variable that `BudgetDecay` sets before every batch; any
     other follows the paper's schedule."""
-    make = transformer_muon if config.optimizer == "muon" else transformer_adam
-    return make(
+    return OPTIMIZERS[config.optimizer](
         d_model, config.warmup_steps, peak=config.peak_learning_rate or None,
         weight_decay=config.weight_decay or None, global_clipnorm=config.clip_norm or None,
         learning_rate=peak_rate(config, lambda: d_model) if decays(config) else None, **kwargs)

@@ -7,26 +7,32 @@ import numpy as np
 import pytest
 
 import keras_transformer as kt
+from keras_transformer.optimizers.muon import OUTPUT_LAYERS
 from tests.helpers import assert_optimizer_round_trips, to_numpy
 
 LR, DECAY, STEPS = 1e-2, 0.1, 3
 
 
-def _layers():
+def _layers(extra_hidden=False):
     """A hidden matrix, a taller one (Muon works on its transpose), an
-    embedding table, an output layer and a bias: `{path: variable}`."""
+    embedding table, an output layer and a bias (and, with `extra_hidden`,
+    a second hidden matrix of the first's shape): `{path: variable}`."""
+    keras.utils.set_random_seed(0)
     layers = [keras.layers.Dense(6, name="hidden"), keras.layers.Dense(3, name="tall"),
               keras.layers.Embedding(7, 4, name="token_embedding"),
               keras.layers.Dense(5, name="logits")]
-    for layer, shape in zip(layers, [(None, 4), (None, 9), None, (None, 4)]):
+    shapes = [(None, 4), (None, 9), None, (None, 4)]
+    if extra_hidden:
+        layers, shapes = layers + [keras.layers.Dense(6, name="hidden_2")], shapes + [(None, 4)]
+    for layer, shape in zip(layers, shapes):
         layer.build(shape)
     return {v.path: v for layer in layers for v in layer.trainable_variables}
 
 
-def _gradients(variables):
+def _gradients(variables, steps=STEPS):
     rng = np.random.default_rng(1)
     return [{path: (rng.normal(size=v.shape) * 10.0 ** -rng.integers(0, 3)).astype("float32")
-             for path, v in variables.items()} for _ in range(STEPS)]
+             for path, v in variables.items()} for _ in range(steps)]
 
 
 def _train_ours(variables, gradients, **kwargs):
@@ -104,6 +110,32 @@ def test_hidden_matrices_match_pytorchs_muon():
         step = np.abs(theirs - start[path]).max()
         np.testing.assert_allclose(ours[path] - start[path], theirs - start[path],
                                    atol=0.03 * step, err_msg=path)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(weight_decay=0.1, adam_weight_decay=0.1, clipnorm=0.5),
+    dict(gradient_accumulation_steps=2),
+    dict(use_ema=True, ema_momentum=0.9),
+    dict(nesterov=False, rms_rate=None),
+], ids=["default", "decay_clip", "accumulation", "ema", "plain"])
+def test_the_same_updates_as_keras_muon(kwargs):
+    # On PyTorch ours stacks each shape's matrices into one batch (two
+    # hidden ones share a shape here); elsewhere it is Keras's update.
+    def train(optimizer):
+        variables = _layers(extra_hidden=True)
+        for grads in _gradients(variables, steps=4):
+            optimizer.apply([keras.ops.convert_to_tensor(grads[p]) for p in variables],
+                            list(variables.values()))
+        optimizer.finalize_variable_values(list(variables.values()))
+        return [to_numpy(v) for v in variables.values()], [to_numpy(v) for v in optimizer.variables]
+
+    ours = train(kt.optimizers.Muon(LR, **kwargs))
+    theirs = train(keras.optimizers.Muon(LR, exclude_layers=list(OUTPUT_LAYERS), **kwargs))
+    assert len(ours[1]) == len(theirs[1])  # weights, then the optimizer's state
+    for a, b in zip(ours[0] + ours[1], theirs[0] + theirs[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert not np.allclose(ours[0][0], to_numpy(_layers()["hidden/kernel"]), atol=1e-3)
 
 
 def test_output_layers_and_embeddings_take_adamw():
