@@ -13,9 +13,10 @@ default (`jit_compile="auto"`: XLA on JAX, graph mode on a CPU-only
 TensorFlow, eager PyTorch; `jit_compile=True` for XLA on TensorFlow).
 Ours trains with the Adam `transformer_adam` returns (on PyTorch, one
 fused update kernel), and again with `train`'s default, Muon for the
-hidden layers' matrices, to time what that costs. keras-hub is trained as its users write it, with
-Keras's `SparseCategoricalCrossentropy(ignore_class=0)` and Adam, and
-again with our loss and Adam, which compares the models alone.
+hidden layers' matrices, to time what that costs. keras-hub is trained
+as its users write it, with Keras's
+`SparseCategoricalCrossentropy(ignore_class=0)` and Adam, and again
+with our loss and Adam, which compares the models alone.
 Every side trains on the same batches (random tokens, random lengths, so
 about a quarter of each batch is padding) and throughput counts real
 (non-padding) target tokens. Keras models are timed inside `fit`, from a

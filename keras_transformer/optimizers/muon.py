@@ -36,6 +36,34 @@ class Muon(OwnAverageBuffers, ForeachOnTorch, keras.optimizers.Muon):
     def __init__(self, *args, exclude_layers=OUTPUT_LAYERS, **kwargs):
         super().__init__(*args, exclude_layers=list(exclude_layers), **kwargs)
 
+    def _apply_weight_decay(self, variables):
+        """Keras's decoupled decay, `weight_decay` for the Muon part and
+        `adam_weight_decay` for the rest, with the learning rate read once
+        a step: Keras's reads the schedule again for every weight (about
+        ten ops each), and on PyTorch dispatches them one by one."""
+        groups = {}  # decay -> the weights it applies to
+        for variable in variables:
+            decay = (self.adam_weight_decay if self._should_use_adamw(variable)
+                     else self.weight_decay)
+            if decay is not None and self._use_weight_decay(variable):
+                groups.setdefault(decay, []).append(variable)
+        if not groups:
+            return
+        learning_rate = self.learning_rate
+        if on_torch_eager():
+            import torch
+
+            with torch.no_grad():
+                for decay, group in groups.items():
+                    torch._foreach_mul_([v.value for v in group],
+                                        1 - decay * float(learning_rate))
+            return
+        for decay, group in groups.items():
+            for variable in group:
+                lr = keras.ops.cast(learning_rate, variable.dtype)
+                wd = keras.ops.cast(decay, variable.dtype)
+                variable.assign(variable - variable * wd * lr)
+
     def _backend_update_step(self, grads, variables, learning_rate):
         if not on_torch_eager():
             return super()._backend_update_step(grads, variables, learning_rate)
