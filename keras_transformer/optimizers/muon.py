@@ -43,8 +43,10 @@ class Muon(OwnAverageBuffers, ForeachOnTorch, keras.optimizers.Muon):
         ten ops each), and on PyTorch dispatches them one by one."""
         groups = {}  # decay -> the weights it applies to
         for variable in variables:
-            decay = (self.adam_weight_decay if self._should_use_adamw(variable)
-                     else self.weight_decay)
+            # `build` gave a velocity to the AdamW part alone; Keras asks
+            # `_should_use_adamw`, a regex search per weight, every step.
+            adamw = self.adam_velocities[self._get_variable_index(variable)] is not None
+            decay = self.adam_weight_decay if adamw else self.weight_decay
             if decay is not None and self._use_weight_decay(variable):
                 groups.setdefault(decay, []).append(variable)
         if not groups:
@@ -95,19 +97,19 @@ class Muon(OwnAverageBuffers, ForeachOnTorch, keras.optimizers.Muon):
             torch._foreach_add_(momentums, grads)  # m = momentum m + g
             directions = (torch._foreach_add(grads, momentums, alpha=self.momentum)
                           if self.nesterov else momentums)
-            groups = {}  # the matrices of one wide shape: (params, directions)
+            groups = {}  # the matrices of one wide shape: (params, directions, talls)
             for param, direction in zip(params, directions):
                 tall = param.shape[0] > param.shape[1]
-                key = (direction.mT.shape if tall else direction.shape,
-                       param.dtype, param.device)
-                group = groups.setdefault(key, ([], []))
-                group[0].append(param)
-                group[1].append(direction.mT if tall else direction)
-            for ((_, cols), _, _), (members, wide) in groups.items():
+                wide = direction.mT if tall else direction
+                group = groups.setdefault((wide.shape, param.dtype, param.device),
+                                          ([], [], []))
+                for members, member in zip(group, (param, wide, tall)):
+                    members.append(member)
+            for ((_, cols), _, _), (members, wide, talls) in groups.items():
                 # (n, rows, cols), rows <= cols
                 orthogonal = self.zeropower_via_newtonschulz5(torch.stack(wide),
                                                               self.ns_steps)
-                updates = [u.mT if p.shape[0] > p.shape[1] else u
-                           for p, u in zip(members, orthogonal.unbind(0))]
+                updates = [u.mT if tall else u
+                           for tall, u in zip(talls, orthogonal.unbind(0))]
                 scale = 1.0 if self.rms_rate is None else math.sqrt(cols) * self.rms_rate
                 torch._foreach_add_(members, updates, alpha=-learning_rate * scale)

@@ -114,7 +114,7 @@ def test_hidden_matrices_match_pytorchs_muon():
 
 @pytest.mark.parametrize("kwargs", [
     dict(),
-    dict(weight_decay=0.1, adam_weight_decay=0.1, clipnorm=0.5),
+    dict(weight_decay=0.1, adam_weight_decay=0.03, clipnorm=0.5),
     dict(gradient_accumulation_steps=2),
     dict(use_ema=True, ema_momentum=0.9),
     dict(nesterov=False, rms_rate=None),
