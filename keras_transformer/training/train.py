@@ -78,6 +78,20 @@ ALPHA_CANDIDATES = (0.6, 0.8, 1.0, 1.2, 1.4)
 ALPHA_SENTENCES = 500  # validation sentences that choose alpha
 
 
+# Each optimizer's batch and peak rate, the best measured in the demo's 10
+# minutes (docs/RESULTS.md). Muon's update costs as much at any batch
+# size, so it takes larger batches than Adam, and a higher rate with them.
+OPTIMIZER_DEFAULTS = {
+    "adam": {"tokens_per_batch": 512, "peak_learning_rate": 4e-3},
+    "muon": {"tokens_per_batch": 1024, "peak_learning_rate": 6e-3},
+}
+
+
+def _optimizer_defaults_help(name):
+    return ", ".join(f"{defaults[name]:g} with {optimizer}"
+                     for optimizer, defaults in OPTIMIZER_DEFAULTS.items())
+
+
 @dataclasses.dataclass
 class TrainConfig(CorpusOptions):
     """Everything `train` needs; the defaults train the `mini` preset on
@@ -98,11 +112,11 @@ class TrainConfig(CorpusOptions):
         None, f"pieces of the shared vocabulary (default: {DEFAULT_VOCABULARY_SIZE}, "
               "or a prepared corpus's own)")
     subword_model: SubwordModel = subword_model_option()
-    # The paper's 25,000 scaled to a CPU: at `mini`'s size 512 makes 1.5-1.9x
-    # the updates of 1,024 in the same minutes; it scored more BLEU where
-    # 10 minutes hold few epochs and as much where they hold many.
-    tokens_per_batch: int = option(512, "source and target tokens a batch, in batches of "
-                                        "similar lengths")
+    # The paper's 25,000 scaled to a CPU; None: the optimizer's own
+    # (`OPTIMIZER_DEFAULTS`).
+    tokens_per_batch: int | None = option(
+        None, "source and target tokens a batch, in batches of similar lengths (default: "
+              + _optimizer_defaults_help("tokens_per_batch") + ")")
     gradient_accumulation_steps: int = option(
         1, "batches whose mean gradient makes one update (the warmup counts updates)")
     dtype_policy: Literal["float32", "mixed_bfloat16", "mixed_float16"] = option(
@@ -119,10 +133,12 @@ class TrainConfig(CorpusOptions):
     # 800 against 200: 0.9-1.1 BLEU more in the demo's 10 minutes on two
     # seeds, and more at equal updates (docs/RESULTS.md).
     warmup_steps: int = option(800, "updates of linear warmup (the paper: 4000 in 100K)")
-    # The paper's formula peaks where small models stall; at 512-token
-    # batches 4e-3 scored 0.9-2.2 BLEU more than 3e-3 (docs/RESULTS.md).
-    peak_learning_rate: float = option(
-        4e-3, "the rate at the end of warmup (0 = the paper's formula's own peak)")
+    # The paper's formula peaks where small models stall; None: the
+    # optimizer's own (`OPTIMIZER_DEFAULTS`).
+    peak_learning_rate: float | None = option(
+        None, "the rate at the end of warmup (default: "
+              + _optimizer_defaults_help("peak_learning_rate")
+              + "; 0 = the paper's formula's own peak)")
     learning_rate_decay: LearningRateDecay = learning_rate_decay_option()
     label_smoothing: float | None = option(
         None, "epsilon_ls (default: the preset's: 0.1; 0 and 0.2 for rows D3 and D4)")
@@ -163,6 +179,12 @@ class TrainConfig(CorpusOptions):
         "none", "none, data, or model:K (K-way model parallelism); --tokens-per-batch is "
                 "split over the data-parallel replicas", check=parse_distribution)
     seed: int = option(0, "the weights', the data order's and dropout's seed")
+
+    def __post_init__(self):
+        """Gives the fields left None their values for `optimizer`."""
+        for name, value in OPTIMIZER_DEFAULTS.get(self.optimizer, {}).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
 
 
 # The paper's training and decoding on WMT 2014 EN-DE (sections 5-6.1), as

@@ -397,6 +397,14 @@ def test_mixed_precision_and_accumulation_reach_the_model(policy):
     assert losses[policy][-1] < losses[policy][0]
 
 
+def test_the_batch_and_the_peak_rate_default_to_the_optimizers_own():
+    muon, adam = TrainConfig(), TrainConfig(optimizer="adam")  # Muon is the default
+    assert (muon.tokens_per_batch, muon.peak_learning_rate) == (1024, 6e-3)
+    assert (adam.tokens_per_batch, adam.peak_learning_rate) == (512, 4e-3)
+    given = TrainConfig(optimizer="adam", tokens_per_batch=2048, peak_learning_rate=0.0)
+    assert (given.tokens_per_batch, given.peak_learning_rate) == (2048, 0.0)
+
+
 @pytest.mark.parametrize("name", ["adam", "muon"])
 def test_the_optimizer_setting_picks_the_optimizer_with_the_runs_settings(name):
     config = TrainConfig(preset="tiny", optimizer=name, weight_decay=0.2, clip_norm=0.5)
@@ -433,7 +441,7 @@ def test_weight_decay_takes_rate_times_decay_of_every_weight_off_it(optimizer):
         start = model.get_weights()
         model.train_on_batch(inputs, labels)
         weights[decay] = model.get_weights()
-    rate = TrainConfig.peak_learning_rate  # the decaying rate's first value
+    rate = config.peak_learning_rate  # the decaying rate's first value
     assert TrainConfig.weight_decay == 0.1  # the default
     for w0, plain, decayed in zip(start, weights[0.0], weights[0.1]):
         np.testing.assert_allclose(decayed, plain - rate * 0.1 * w0, rtol=1e-5, atol=1e-8)
