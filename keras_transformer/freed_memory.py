@@ -20,23 +20,26 @@ import keras
 # `mallopt` parameters, from glibc's <malloc.h>.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
-_M_ARENA_MAX = -8
 OPT_OUT = "KERAS_TRANSFORMER_KEEP_FREED_MEMORY"  # "0" leaves malloc as it is
 
 
 def keep_freed_memory():
     """Makes glibc's `malloc` hand freed blocks out again instead of giving
-    them back to the system: no `mmap` for large blocks, no trimming of the
-    heap below 2 GB free, and on JAX one arena for every thread (XLA
-    allocates from its own threads, whose arenas map any block over 64 MB
-    afresh). PyTorch's threads keep their arenas: its large tensors come
-    from the calling thread, and its bfloat16 kernels allocate from every
-    thread at once, where one arena made the step 1.5x slower. The process
-    then holds on to its peak memory.
+    them back to the system: no `mmap` for large blocks and no trimming of
+    the heap below 2 GB free. The process then holds on to its peak memory.
+
+    A thread other than the main one allocates from an arena of its own,
+    whose heaps hold at most 64 MB, so it maps any larger block afresh
+    whatever the settings. On JAX a program therefore runs in the calling
+    thread (`jax_cpu_enable_async_dispatch` off), so that its scratch
+    buffer comes from the main thread's heap. One arena for every thread
+    did that too, but made XLA compile each program 1.3-1.4x slower
+    (docs/RESULTS.md). PyTorch's large tensors come from the calling
+    thread already.
 
     The command-line programs and the benchmarks call it first thing. On
-    JAX it applies to threads that have not allocated yet: in a notebook,
-    call it before the first computation.
+    JAX it has to come before the first computation, which creates the CPU
+    client: in a notebook, call it first.
 
     Returns:
         True where it was set: JAX or PyTorch, Linux with glibc, and
@@ -46,8 +49,10 @@ def keep_freed_memory():
     if (backend not in ("jax", "torch") or not sys.platform.startswith("linux")
             or platform.libc_ver()[0] != "glibc" or os.environ.get(OPT_OUT) == "0"):
         return False
-    settings = [(_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1)]
     if backend == "jax":
-        settings.append((_M_ARENA_MAX, 1))
+        import jax
+
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    settings = [(_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1)]
     mallopt = ctypes.CDLL(None).mallopt
     return all(mallopt(parameter, value) == 1 for parameter, value in settings)
